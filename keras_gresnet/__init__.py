@@ -1,0 +1,18 @@
+"""keras-gresnet: gated (GResNet) and pre-activation residual networks for Keras 3.
+
+Submodules load on first use (``keras_gresnet.zoo``, ``keras_gresnet.layers``...),
+so ``import keras_gresnet`` and the command line start without TensorFlow.
+"""
+
+import importlib
+
+__version__ = "0.1.0"
+
+_SUBMODULES = ("cli", "data", "layers", "recipes", "zoo")
+__all__ = [*_SUBMODULES, "__version__"]
+
+
+def __getattr__(name):
+    if name in _SUBMODULES:
+        return importlib.import_module(f"keras_gresnet.{name}")
+    raise AttributeError(f"module 'keras_gresnet' has no attribute {name!r}")

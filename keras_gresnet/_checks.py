@@ -1,0 +1,27 @@
+"""Argument checks shared by every module: each raises ``ValueError`` naming
+the argument and what would be accepted."""
+
+import numbers
+
+
+def check_choice(value, argument, choices):
+    """``value`` must be one of ``choices``."""
+    if value not in choices:
+        raise ValueError(
+            f"Unknown {argument}={value!r}; accepted: {', '.join(map(repr, choices))}"
+        )
+    return value
+
+
+def check_int(value, argument, minimum):
+    """``value`` must be an integer (not a bool) ``>= minimum``; returns an int."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{argument} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_rate(value, argument):
+    """``value`` must be a number in [0, 1); returns a float."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < 1:
+        raise ValueError(f"{argument} must be a number in [0, 1), got {value!r}")
+    return float(value)

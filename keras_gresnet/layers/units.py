@@ -1,0 +1,222 @@
+"""The residual units of HE and the fully-connected blocks of GR.
+
+Units are built with the functional API (as Keras Applications do) so every
+layer of a built model has a systematic name, ``{prefix}{i}_conv``,
+``{prefix}gate``..., and a block can be found, inspected or cut out by its
+name prefix.
+"""
+
+import keras
+
+from keras_gresnet._checks import check_choice
+from keras_gresnet.layers.merges import ResidualGate, ScaledAdd, ShortcutGate
+
+# HE Table 2's activation arrangements. For conv i of the residual branch F:
+#   pre    ops before the conv (pre-activation),
+#   post   ops after every conv but the last, last_post after the last one,
+#   after  ops after the addition.
+# With a pre-activation unit the first ``pre`` ops are shared with a
+# projection shortcut ("the projection takes the pre-activated input", HE).
+UNITS = {
+    "original": dict(pre=(), post=("bn", "relu"), last_post=("bn",), after=("relu",)),
+    "bn_after_add": dict(pre=(), post=("bn", "relu"), last_post=(), after=("bn", "relu")),
+    "relu_before_add": dict(pre=(), post=("bn", "relu"), last_post=("bn", "relu"), after=()),
+    "relu_preact": dict(pre=("relu",), post=("bn",), last_post=("bn",), after=()),
+    "preact": dict(pre=("bn", "relu"), post=(), last_post=(), after=()),
+}
+PREACT_UNITS = ("preact", "relu_preact")
+
+# Layout of F: (kernel size, width multiplier, takes the stride) per conv.
+# "single" is HE Table 3's 1-layer skip; "bottleneck" is 1x1, 3x3, 1x1 with
+# the stride on the 3x3 (as HE's pre-activation code).
+BLOCKS = {
+    "basic": ((3, 1, True), (3, 1, False)),
+    "bottleneck": ((1, 1, False), (3, 1, True), (1, "expansion", False)),
+    "single": ((3, 1, True),),
+}
+
+# HE Table 1. A shortcut kind sets h(x) and how h(x) and F(x) are merged.
+SHORTCUTS = (
+    "identity",          # h(x) = x
+    "scaling",           # h(x) * shortcut_scale + F * residual_scale
+    "exclusive_gating",  # (1 - g(x)) h(x) + g(x) F
+    "shortcut_gating",   # (1 - g(x)) h(x) + F
+    "conv",              # h(x) = 1x1 conv, on every unit
+    "dropout",           # h(x) = dropout(x)
+)
+# Shortcut kinds that compose with GR's gate on F.
+GATEABLE_SHORTCUTS = ("identity", "conv")
+
+
+def check_unit_args(unit="preact", block="basic", shortcut="identity", gated=False):
+    """Raise ``ValueError`` for an unknown unit, block or shortcut kind."""
+    check_choice(unit, "unit", tuple(UNITS))
+    check_choice(block, "block", tuple(BLOCKS))
+    check_choice(shortcut, "shortcut", SHORTCUTS)
+    if gated and shortcut not in GATEABLE_SHORTCUTS:
+        raise ValueError(
+            f"gated=True puts GR's gate on F and combines with shortcut in "
+            f"{GATEABLE_SHORTCUTS}, got shortcut={shortcut!r}"
+        )
+
+
+def _ops(x, ops, name, bn_momentum, bn_epsilon):
+    for op in ops:
+        if op == "bn":
+            x = keras.layers.BatchNormalization(
+                axis=-1, momentum=bn_momentum, epsilon=bn_epsilon, name=f"{name}_bn"
+            )(x)
+        else:
+            x = keras.layers.Activation("relu", name=f"{name}_relu")(x)
+    return x
+
+
+def conv(x, filters, kernel_size, stride=1, name=None):
+    """A bias-free He-initialised convolution with torch-style symmetric padding.
+
+    Keras' ``padding="same"`` pads strided convolutions asymmetrically; the
+    explicit ``ZeroPadding2D`` gives the papers' (and Keras ResNetV2's) layout.
+    """
+    pad = (kernel_size - 1) // 2
+    if stride > 1 and pad:
+        x = keras.layers.ZeroPadding2D(pad, name=f"{name}_pad")(x)
+        padding = "valid"
+    else:
+        padding = "same"
+    return keras.layers.Conv2D(
+        filters,
+        kernel_size,
+        strides=stride,
+        padding=padding,
+        use_bias=False,
+        kernel_initializer="he_normal",
+        name=f"{name}_conv",
+    )(x)
+
+
+def residual_unit(
+    x,
+    filters,
+    *,
+    stride=1,
+    unit="preact",
+    block="basic",
+    shortcut="identity",
+    gated=False,
+    k_initial=1.0,
+    dropout=0.0,
+    expansion=4,
+    shortcut_scale=0.5,
+    residual_scale=1.0,
+    gate_bias=-6.0,
+    shortcut_dropout=0.5,
+    bn_momentum=0.9,
+    bn_epsilon=1e-5,
+    name="unit_",
+):
+    """One residual unit of HE (optionally with GR's gate), ``y = h(x) + F(x)``.
+
+    Args:
+        x: input tensor (channels last).
+        filters: width of the unit's convs (a bottleneck's output has
+            ``expansion * filters`` channels).
+        stride: stride of the unit (on the first 3x3 conv of F).
+        unit: activation arrangement, a key of :data:`UNITS` (HE Table 2).
+        block: ``"basic"`` (two 3x3), ``"bottleneck"`` (1x1, 3x3, 1x1) or
+            ``"single"`` (one 3x3, HE Table 3's 1-layer skip).
+        shortcut: a kind of :data:`SHORTCUTS` (HE Table 1). A unit that changes
+            shape always uses a 1x1 projection as the base of ``h``.
+        gated: put GR's scalar gate on F: ``y = relu(k) F(x) + h(x)``.
+        k_initial: initial ``k`` of the gate (GR: 1).
+        dropout: dropout rate between the convs of F (WRN: 0.3).
+        expansion: output width multiplier of a bottleneck (HE: 4).
+        shortcut_scale, residual_scale: scales of the ``"scaling"`` shortcut.
+        gate_bias: initial ``b_g`` of the ``*_gating`` shortcuts.
+        shortcut_dropout: rate of the ``"dropout"`` shortcut.
+        bn_momentum, bn_epsilon: batch-norm settings (GR/HE: momentum 0.9).
+        name: prefix of every layer of the unit, e.g. ``"conv3_block2_"``.
+    """
+    check_unit_args(unit, block, shortcut, gated)
+    spec = UNITS[unit]
+    layout = BLOCKS[block]
+    out_filters = filters * (expansion if block == "bottleneck" else 1)
+    project = shortcut == "conv" or stride != 1 or x.shape[-1] != out_filters
+
+    def ops(t, which, tag):
+        return _ops(t, spec[which], f"{name}{tag}", bn_momentum, bn_epsilon)
+
+    unit_input = x
+    if unit in PREACT_UNITS:
+        x = ops(x, "pre", "preact")
+    if project:
+        h = conv(x if unit in PREACT_UNITS else unit_input, out_filters, 1, stride,
+                 name=f"{name}0")
+        if unit not in PREACT_UNITS:
+            h = _ops(h, ("bn",), f"{name}0", bn_momentum, bn_epsilon)
+    else:
+        h = unit_input
+    if shortcut == "dropout":
+        h = keras.layers.Dropout(shortcut_dropout, name=f"{name}shortcut_dropout")(h)
+
+    f = x
+    for i, (kernel, width, strided) in enumerate(layout, start=1):
+        if i > 1:
+            if unit in PREACT_UNITS:
+                f = ops(f, "pre", str(i))
+            if dropout:
+                f = keras.layers.Dropout(dropout, name=f"{name}{i}_dropout")(f)
+        width = out_filters if width == "expansion" else filters
+        f = conv(f, width, kernel, stride if strided else 1, name=f"{name}{i}")
+        f = ops(f, "last_post" if i == len(layout) else "post", str(i))
+
+    if gated:
+        y = ResidualGate("residual", k_initial, name=f"{name}gate")([h, f])
+    elif shortcut == "scaling":
+        y = ScaledAdd(shortcut_scale, residual_scale, name=f"{name}add")([h, f])
+    elif shortcut in ("exclusive_gating", "shortcut_gating"):
+        form = "exclusive" if shortcut == "exclusive_gating" else "shortcut_only"
+        y = ShortcutGate(form, gate_bias, name=f"{name}shortcut_gate")([h, f])
+    else:
+        y = keras.layers.Add(name=f"{name}add")([h, f])
+    return ops(y, "after", "out")
+
+
+def dense_layer(x, units, *, bn_momentum=0.99, name="layer_"):
+    """GR's plain fully-connected layer: Dense -> BatchNorm -> ReLU ("Dot-BN-ReLU")."""
+    x = keras.layers.Dense(units, name=f"{name}dense")(x)
+    x = keras.layers.BatchNormalization(momentum=bn_momentum, name=f"{name}bn")(x)
+    return keras.layers.Activation("relu", name=f"{name}relu")(x)
+
+
+def dense_unit(
+    x,
+    units,
+    *,
+    residual=False,
+    gated=False,
+    k_initial=1.0,
+    bn_momentum=0.99,
+    name="block_",
+):
+    """One block of GR's MNIST nets.
+
+    - ``residual=False, gated=False``: a plain layer (Dot-BN-ReLU).
+    - ``residual=False, gated=True``: gated plain layer,
+      ``u = g(k) f(x) + (1 - g(k)) x``.
+    - ``residual=True``: two plain layers with an identity shortcut
+      (post-activation, as GR's MNIST ResNets), ``u = f(x) + x``, or
+      ``u = g(k) f(x) + x`` with ``gated=True`` (GResNet).
+
+    ``bn_momentum`` defaults to Keras' own 0.99 (GR trained with Keras).
+    """
+    if not residual:
+        f = dense_layer(x, units, bn_momentum=bn_momentum, name=name)
+        if not gated:
+            return f
+        return ResidualGate("plain", k_initial, name=f"{name}gate")([x, f])
+    f = x
+    for i in (1, 2):
+        f = dense_layer(f, units, bn_momentum=bn_momentum, name=f"{name}{i}_")
+    if gated:
+        return ResidualGate("residual", k_initial, name=f"{name}gate")([x, f])
+    return keras.layers.Add(name=f"{name}add")([x, f])

@@ -1,0 +1,390 @@
+"""The papers' training recipes as data, and the weight decay they use.
+
+A :class:`Recipe` holds one paper's optimizer, learning-rate schedule,
+length, batch size, weight decay, preprocessing and augmentation::
+
+    from keras_gresnet import recipes
+    recipe = recipes.get_recipe("preact_cifar", epochs=10)  # a quick run
+    recipe.apply_to(model)                # weight decay, BN momentum
+    model.compile(optimizer=recipe.optimizer(steps_per_epoch), ...)
+
+Weight decay convention. The papers' frameworks (Caffe, Torch) add
+``weight_decay * w`` to each decayed weight's gradient: coupled L2, which
+passes through the momentum like the data gradient. That is the gradient of
+``weight_decay / 2 * sum(w ** 2)``, so :func:`apply_weight_decay` attaches
+``keras.regularizers.L2(weight_decay / 2)`` (Keras' ``L2(l)`` adds
+``l * sum(w ** 2)``, gradient ``2 l w``). A recipe's ``weight_decay`` is
+therefore the number printed in the papers (HE 1e-4, WRN 5e-4), with the
+papers' effect; ``L2(weight_decay)`` would decay twice as hard.
+"""
+
+import dataclasses
+import inspect
+import math
+import types
+
+import keras
+
+from keras_gresnet.data import PREPROCESSINGS
+from keras_gresnet.layers import gate_layers
+
+MILESTONE_UNITS = ("fraction", "epoch", "step")
+
+
+def _optimizer_classes():
+    """Every Keras optimizer by lower-case class name (``"sgd"``, ``"nadam"``...)."""
+    return {
+        cls.__name__.lower(): cls
+        for cls in vars(keras.optimizers).values()
+        if isinstance(cls, type)
+        and issubclass(cls, keras.optimizers.Optimizer)
+        and cls is not keras.optimizers.Optimizer
+    }
+
+
+def _fail(field, value, expected):
+    raise ValueError(f"Recipe field {field}={value!r}: expected {expected}")
+
+
+def _check_choice_field(field, value, choices):
+    if value not in choices:
+        _fail(field, value, f"one of {', '.join(map(repr, choices))}")
+
+
+def _is_real(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_number(field, value, low, high):
+    """``value`` must be a real number, ``> low`` and ``< high`` where given,
+    and ``>= 0`` when ``low`` is ``None``."""
+    if not _is_real(value):
+        _fail(field, value, "a number")
+    if (value <= low if low is not None else value < 0) or (high is not None and value >= high):
+        lower = f"> {low}" if low is not None else ">= 0"
+        _fail(field, value, f"a number {lower}" + (f" and < {high}" if high is not None else ""))
+
+
+def _check_integer(field, value, minimum):
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        _fail(field, value, f"an integer >= {minimum}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """One paper's training recipe.
+
+    Attributes:
+        name: the recipe's name in :data:`RECIPES`.
+        optimizer_name: a Keras optimizer class name, case-insensitive.
+        optimizer_kwargs: its arguments but ``learning_rate`` (read-only).
+        learning_rate: the initial learning rate.
+        lr_milestones: where the learning rate is multiplied by ``lr_factor``,
+            in ``lr_milestone_unit``.
+        lr_milestone_unit: ``"fraction"`` of the whole run (GR: 50%, 75%),
+            ``"epoch"``, or ``"step"`` (iterations: HE's 32k, 48k).
+        lr_factor: the multiplier at each milestone (0.1 HE, 0.2 WRN).
+        warmup_steps: iterations at ``warmup_lr`` before ``learning_rate``
+            (HE: 400 at 0.01 for the original-unit ResNet-110).
+        warmup_lr: the warm-up learning rate.
+        epochs: length of the run in epochs.
+        max_steps: length in iterations instead (HE: 64k), or ``None``.
+        batch_size: examples per step.
+        weight_decay: the papers' weight decay (see the module docstring).
+        k_decay: decay GR's gates ``k`` too (GR Table 3: it hurts).
+        preprocessing: ``"scale"``, ``"mean"`` or ``"meanstd"``
+            (:class:`keras_gresnet.data.Preprocessing`).
+        augment: pad-4 random crop + horizontal flip.
+        dropout: dropout between the two convs of a unit (WRN).
+        bn_momentum: Keras BatchNormalization momentum (Torch's 0.1 = 0.9).
+        citation: where the numbers come from.
+    """
+
+    name: str
+    optimizer_name: str
+    optimizer_kwargs: dict = dataclasses.field(hash=False)  # a mapping is unhashable
+    learning_rate: float
+    epochs: int
+    lr_milestones: tuple = ()
+    lr_milestone_unit: str = "fraction"
+    lr_factor: float = 0.1
+    warmup_steps: int = 0
+    warmup_lr: float = None
+    max_steps: int = None
+    batch_size: int = 128
+    weight_decay: float = 0.0
+    k_decay: bool = False
+    preprocessing: str = "scale"
+    augment: bool = False
+    dropout: float = 0.0
+    bn_momentum: float = 0.99
+    citation: str = ""
+
+    def __post_init__(self):
+        # Normalise (lists from a JSON config; read-only kwargs), then check.
+        object.__setattr__(
+            self, "optimizer_kwargs", types.MappingProxyType(dict(self.optimizer_kwargs))
+        )
+        object.__setattr__(self, "lr_milestones", tuple(self.lr_milestones))
+        classes = _optimizer_classes()
+        cls = classes.get(str(self.optimizer_name).lower())
+        if cls is None:
+            _fail("optimizer_name", self.optimizer_name, f"one of {sorted(classes)}")
+        accepted = set(inspect.signature(cls).parameters) - {"learning_rate", "kwargs"}
+        unknown = sorted(set(self.optimizer_kwargs) - accepted)
+        if unknown:
+            _fail("optimizer_kwargs", unknown, f"arguments of {cls.__name__}: {sorted(accepted)}")
+        _check_choice_field("lr_milestone_unit", self.lr_milestone_unit, MILESTONE_UNITS)
+        _check_choice_field("preprocessing", self.preprocessing, PREPROCESSINGS)
+        for field, low, high in (
+            ("learning_rate", 0, None),
+            ("lr_factor", 0, None),
+            ("weight_decay", None, None),
+            ("dropout", None, 1),
+            ("bn_momentum", None, 1),
+        ):
+            _check_number(field, getattr(self, field), low, high)
+        for field, minimum in (("epochs", 1), ("batch_size", 1), ("warmup_steps", 0)):
+            _check_integer(field, getattr(self, field), minimum)
+        if self.max_steps is not None:
+            _check_integer("max_steps", self.max_steps, 1)
+        if self.warmup_steps:
+            _check_number("warmup_lr", self.warmup_lr, 0, None)
+        milestones = self.lr_milestones
+        fraction = self.lr_milestone_unit == "fraction"
+        for m in milestones:
+            _check_number("lr_milestones", m, 0, 1 if fraction else None)
+        if any(b <= a for a, b in zip(milestones, milestones[1:])):
+            _fail("lr_milestones", milestones, "increasing values")
+
+    # -- length and schedule -------------------------------------------------
+
+    def total_steps(self, steps_per_epoch):
+        """Iterations in the whole run: ``max_steps``, else ``epochs`` epochs."""
+        return self.max_steps or self.epochs * steps_per_epoch
+
+    def fit_epochs(self, steps_per_epoch):
+        """Epochs to pass to ``model.fit`` to cover :meth:`total_steps`."""
+        return math.ceil(self.total_steps(steps_per_epoch) / steps_per_epoch)
+
+    def milestone_steps(self, steps_per_epoch):
+        """The first iteration (0-based, Keras' ``optimizer.iterations``) of
+        each learning-rate drop."""
+        per_unit = {
+            "fraction": self.total_steps(steps_per_epoch),
+            "epoch": steps_per_epoch,
+            "step": 1,
+        }[self.lr_milestone_unit]
+        steps = tuple(round(m * per_unit) for m in self.lr_milestones)
+        if any(b <= a for a, b in zip((self.warmup_steps,) + steps, steps)):
+            raise ValueError(
+                f"Recipe {self.name!r}: milestones {self.lr_milestones} "
+                f"({self.lr_milestone_unit}) give steps {steps} with "
+                f"{steps_per_epoch} steps per epoch; they must increase and come "
+                f"after warmup_steps={self.warmup_steps}"
+            )
+        return steps
+
+    def learning_rate_schedule(self, steps_per_epoch):
+        """The recipe's step schedule as a (built-in, serializable)
+        ``keras.optimizers.schedules.PiecewiseConstantDecay``, warm-up included."""
+        _check_integer("steps_per_epoch", steps_per_epoch, 1)
+        starts = self.milestone_steps(steps_per_epoch)
+        values = [self.learning_rate * self.lr_factor**i for i in range(len(starts) + 1)]
+        if self.warmup_steps:
+            starts = (self.warmup_steps,) + starts
+            values = [self.warmup_lr] + values
+        if not starts:
+            # A constant rate: Keras' PiecewiseConstantDecay needs one boundary.
+            starts, values = (1,), values * 2
+        # Keras keeps values[i] while step <= boundaries[i]: the boundary is the
+        # last step at the old rate.
+        return keras.optimizers.schedules.PiecewiseConstantDecay(
+            [s - 1 for s in starts], values
+        )
+
+    def optimizer(self, steps_per_epoch):
+        """A new Keras optimizer with the recipe's arguments and schedule."""
+        cls = _optimizer_classes()[self.optimizer_name.lower()]
+        return cls(
+            learning_rate=self.learning_rate_schedule(steps_per_epoch),
+            **self.optimizer_kwargs,
+        )
+
+    # -- model ---------------------------------------------------------------
+
+    def apply_to(self, model):
+        """Attach the recipe's weight decay and BN momentum to ``model``
+        (before ``compile``); returns ``model``."""
+        apply_weight_decay(model, self.weight_decay, k_decay=self.k_decay)
+        set_bn_momentum(model, self.bn_momentum)
+        return model
+
+    # -- serialization -------------------------------------------------------
+
+    def get_config(self):
+        """The recipe as a JSON-ready dict."""
+        config = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        config["optimizer_kwargs"] = dict(self.optimizer_kwargs)
+        config["lr_milestones"] = list(self.lr_milestones)
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+
+RECIPES = {
+    "gr_mnist": Recipe(
+        name="gr_mnist",
+        optimizer_name="nadam",
+        optimizer_kwargs=dict(beta_1=0.9),
+        learning_rate=0.002,
+        epochs=100,
+        batch_size=128,
+        weight_decay=0.0,
+        preprocessing="scale",
+        augment=False,
+        bn_momentum=0.99,  # Keras' default: GR trained these nets in Keras
+        citation="GR, MNIST nets (Tables 1-2): Keras Nadam, lr 0.002, beta_1 0.9, "
+        "no decay, 100 epochs, batch 128",
+    ),
+    "preact_cifar": Recipe(
+        name="preact_cifar",
+        optimizer_name="sgd",
+        optimizer_kwargs=dict(momentum=0.9, nesterov=True),
+        learning_rate=0.1,
+        lr_milestones=(0.5, 0.75),
+        lr_factor=0.1,
+        epochs=164,  # ~ HE's 64k iterations at 391 steps per epoch
+        batch_size=128,
+        weight_decay=1e-4,
+        preprocessing="mean",
+        augment=True,
+        bn_momentum=0.9,
+        citation="GR, pre-activation ResNets on CIFAR (Table 3), HE's recipe: SGD "
+        "Nesterov 0.9, lr 0.1 /10 at 50% and 75% of the epochs, wd 1e-4, BN "
+        "momentum 0.9, mean subtraction, pad-4 crop + flip, batch 128",
+    ),
+    "wrn_cifar": Recipe(
+        name="wrn_cifar",
+        optimizer_name="sgd",
+        optimizer_kwargs=dict(momentum=0.9, nesterov=True),
+        learning_rate=0.1,
+        lr_milestones=(0.3, 0.6, 0.8),  # epochs 60, 120, 160 of 200
+        lr_factor=0.2,
+        epochs=200,
+        batch_size=128,
+        weight_decay=5e-4,
+        preprocessing="meanstd",
+        augment=True,
+        dropout=0.3,
+        bn_momentum=0.9,
+        citation="WRN's recipe (GR Tables 3-4): SGD Nesterov 0.9, lr 0.1 x0.2 at "
+        "epochs 60, 120, 160 of 200, wd 5e-4, dropout 0.3, mean/std, pad-4 crop "
+        "+ flip, batch 128",
+    ),
+}
+# HE's own iteration-based form of the pre-activation recipe (/10 at 32k and
+# 48k iterations, stop at 64k). warmup_steps=400, warmup_lr=0.01 gives the
+# warm-up of its original-unit ResNet-110.
+RECIPES["preact_cifar_he"] = dataclasses.replace(
+    RECIPES["preact_cifar"],
+    name="preact_cifar_he",
+    lr_milestones=(32_000, 48_000),
+    lr_milestone_unit="step",
+    max_steps=64_000,
+    citation="HE's CIFAR recipe: lr 0.1 /10 at 32k and 48k iterations, stop at "
+    "64k, momentum 0.9, wd 1e-4, batch 128 (Nesterov as in fb.resnet.torch, "
+    "which HE's code builds on)",
+)
+
+
+def get_recipe(name, **overrides):
+    """The recipe ``name`` from :data:`RECIPES`, with fields replaced by
+    ``overrides`` (``get_recipe("wrn_cifar", epochs=2)``).
+
+    Raises:
+        ValueError: unknown recipe, unknown field, or an invalid value.
+    """
+    if name not in RECIPES:
+        raise ValueError(
+            f"Unknown recipe name={name!r}; accepted: {', '.join(map(repr, RECIPES))}"
+        )
+    fields = [f.name for f in dataclasses.fields(Recipe)]
+    unknown = sorted(set(overrides) - set(fields))
+    if unknown:
+        raise ValueError(f"Unknown Recipe field(s) {unknown}; accepted: {fields}")
+    return dataclasses.replace(RECIPES[name], **overrides)
+
+
+# --------------------------------------------------------------------------
+# Weight decay and BN momentum on a built model.
+
+
+def _all_layers(model):
+    """Every layer inside ``model``, nested models included."""
+    for layer in model.layers:
+        yield layer
+        if hasattr(layer, "layers"):
+            yield from _all_layers(layer)
+
+
+def decay_variables(model, k_decay=False):
+    """The variables the papers decay: every conv/dense ``kernel`` (weights
+    named ``kernel``), plus every gate ``k`` when ``k_decay``. Biases and
+    BatchNorm parameters never."""
+    gates = {id(gate.k) for gate in gate_layers(model)}
+    return [
+        v
+        for v in model.weights
+        if v.name == "kernel" or (k_decay and id(v) in gates)
+    ]
+
+
+def apply_weight_decay(model, weight_decay, k_decay=False):
+    """Attach the papers' coupled L2 weight decay to a built model.
+
+    Sets ``keras.regularizers.L2(weight_decay / 2)`` as the ``regularizer`` of
+    every kernel (and of every gate ``k`` with ``k_decay``): Keras adds these
+    penalties to ``model.losses``, and ``model.fit`` to the loss it
+    differentiates, so the decay goes through the optimizer with the data
+    gradient, as in the papers. Idempotent: a second call replaces the first;
+    ``weight_decay=0`` removes it; gates are cleared when ``k_decay=False``.
+    Layers with a ``kernel_regularizer`` argument get it too, so a saved
+    ``.keras`` model keeps its kernels' decay (the gates' ``k`` decay is not
+    saved: ``ResidualGate`` has no regularizer argument).
+
+    Args:
+        model: a built Keras model.
+        weight_decay: the papers' weight decay (HE 1e-4, WRN 5e-4).
+        k_decay: decay the gates ``k`` too (GR Table 3's "k decay").
+
+    Returns:
+        The decayed variables.
+    """
+    if not _is_real(weight_decay) or weight_decay < 0:
+        raise ValueError(f"weight_decay must be a number >= 0, got {weight_decay!r}")
+    regularizer = keras.regularizers.L2(weight_decay / 2) if weight_decay else None
+    decayed = decay_variables(model, k_decay)
+    decayed_ids = {id(v) for v in decayed}
+    # Every candidate, so that a gate decayed by an earlier call is cleared.
+    for variable in decay_variables(model, k_decay=True):
+        variable.regularizer = regularizer if id(variable) in decayed_ids else None
+    for layer in _all_layers(model):
+        if hasattr(layer, "kernel_regularizer"):
+            layer.kernel_regularizer = regularizer
+    return decayed if regularizer else []
+
+
+def set_bn_momentum(model, momentum):
+    """Set every BatchNormalization's momentum (Keras convention:
+    ``moving = momentum * moving + (1 - momentum) * batch``; Torch's 0.1 is
+    Keras' 0.9). Call before ``compile``: a traced train step keeps the old
+    value. Returns the number of layers changed."""
+    if not _is_real(momentum) or not 0 <= momentum < 1:
+        raise ValueError(f"momentum must be in [0, 1), got {momentum!r}")
+    layers = [l for l in _all_layers(model) if isinstance(l, keras.layers.BatchNormalization)]
+    for layer in layers:
+        layer.momentum = float(momentum)
+    return len(layers)

@@ -1,0 +1,190 @@
+"""What every zoo builder shares: the Keras Applications arguments, their
+checks (made before any layer is built), the input and the classifier head."""
+
+import json
+import math
+from pathlib import Path
+
+import keras
+
+from keras_gresnet._checks import check_int
+from keras_gresnet.layers import ResidualGate
+
+POOLINGS = (None, "avg", "max")
+
+# The published-weights registry lives in the repository's top-level zoo/.
+_REGISTRY_FILE = Path(__file__).resolve().parents[2] / "zoo" / "weights.json"
+
+
+def weight_entries():
+    """Published weight entries, ``{name: entry}``, each entry naming its
+    ``builder``. Empty until weights are published."""
+    if not _REGISTRY_FILE.exists():
+        return {}
+    with open(_REGISTRY_FILE) as f:
+        return {entry["name"]: entry for entry in json.load(f)}
+
+
+def check_weights(weights, builder):
+    if weights is None:
+        return None
+    names = sorted(n for n, e in weight_entries().items() if e["builder"] == builder)
+    if weights not in names:
+        raise ValueError(
+            f"weights={weights!r} has no registry entry for {builder}; accepted: "
+            f"None{''.join(', ' + repr(n) for n in names)}"
+        )
+    # Loading lands with the weights registry; refuse rather than ignore.
+    raise NotImplementedError(f"loading registry weights {weights!r}")
+
+
+def check_common(
+    builder,
+    *,
+    include_top,
+    weights,
+    input_tensor,
+    input_shape,
+    pooling,
+    classes,
+    classifier_activation,
+    default_shape,
+    min_size=None,
+):
+    """Check the Keras Applications arguments; return the resolved input shape.
+
+    ``min_size=None`` means a vector model (any rank, flattened); otherwise an
+    image model taking rank-3 ``(height, width, channels)`` inputs with both
+    spatial sizes at least ``min_size``.
+    """
+    if not isinstance(include_top, bool):
+        raise ValueError(f"include_top must be True or False, got {include_top!r}")
+    if pooling not in POOLINGS:
+        raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+    check_int(classes, "classes", 1)
+    try:
+        keras.activations.get(classifier_activation)
+    except Exception:
+        raise ValueError(
+            f"classifier_activation must be None or a Keras activation name or "
+            f"callable (e.g. 'softmax'), got {classifier_activation!r}"
+        ) from None
+    if input_shape is None and input_tensor is not None:
+        input_shape = tuple(input_tensor.shape[1:])
+    if input_shape is None:
+        input_shape = default_shape
+    try:
+        input_shape = tuple(None if d is None else int(d) for d in input_shape)
+    except (TypeError, ValueError):
+        raise ValueError(f"input_shape must be a tuple of sizes, got {input_shape!r}") from None
+    if min_size is None:
+        if not input_shape or any(d is None or d < 1 for d in input_shape):
+            raise ValueError(
+                f"input_shape of {builder} must be a non-empty tuple of known "
+                f"positive sizes, e.g. {default_shape}, got {input_shape!r}"
+            )
+    else:
+        if len(input_shape) != 3:
+            raise ValueError(
+                f"input_shape of {builder} must have rank 3 (height, width, "
+                f"channels), e.g. {default_shape}, got {input_shape!r}"
+            )
+        if keras.config.image_data_format() != "channels_last":
+            raise ValueError(
+                "keras_gresnet builds channels_last models; set "
+                "keras.config.set_image_data_format('channels_last')"
+            )
+        h, w, c = input_shape
+        if c is None or c < 1:
+            raise ValueError(f"input_shape must have a known channel count >= 1, got {input_shape!r}")
+        for d in (h, w):
+            if d is not None and d < min_size:
+                raise ValueError(
+                    f"input_shape of {builder} needs height and width >= {min_size}, "
+                    f"got {input_shape!r}"
+                )
+    check_weights(weights, builder)
+    return input_shape
+
+
+def model_input(input_tensor, input_shape):
+    """``(model_input, first_tensor)`` as Keras Applications build them."""
+    if input_tensor is None:
+        x = keras.layers.Input(shape=input_shape, name="input")
+        return x, x
+    if not keras.backend.is_keras_tensor(input_tensor):
+        x = keras.layers.Input(tensor=input_tensor, shape=input_shape, name="input")
+        return x, x
+    sources = keras.utils.get_source_inputs(input_tensor)
+    return (sources[0] if len(sources) == 1 else sources), input_tensor
+
+
+def head_dtype():
+    """float32 for the classifier under a mixed policy (numerically safe
+    softmax, as the Keras mixed-precision guide advises), else the policy."""
+    policy = keras.config.dtype_policy()
+    return "float32" if policy.compute_dtype != policy.variable_dtype else None
+
+
+def head(x, *, include_top, pooling, classes, classifier_activation, spatial=True):
+    """Pooling and classifier, named as Keras Applications name them."""
+    if include_top:
+        if spatial:
+            x = keras.layers.GlobalAveragePooling2D(name="avg_pool")(x)
+        return keras.layers.Dense(
+            classes, activation=classifier_activation, dtype=head_dtype(), name="predictions"
+        )(x)
+    if spatial and pooling == "avg":
+        return keras.layers.GlobalAveragePooling2D(name="avg_pool")(x)
+    if spatial and pooling == "max":
+        return keras.layers.GlobalMaxPooling2D(name="max_pool")(x)
+    return x
+
+
+def transfer_weights(source, target, *, skip_missing=True):
+    """Copy weights from ``source`` to ``target`` layer by layer, matched by
+    name (the zoo's names are systematic, so a gated model and its ungated
+    twin, or a model and its pruned copy, share them).
+
+    Layers of ``target`` absent from ``source`` (e.g. the gates) keep their
+    weights when ``skip_missing``; otherwise they raise. Returns the names of
+    the layers copied. Shapes must agree.
+    """
+    copied = []
+    source_layers = {layer.name: layer for layer in source.layers}
+    for layer in target.layers:
+        if not layer.weights:
+            continue
+        src = source_layers.get(layer.name)
+        if src is None:
+            if skip_missing:
+                continue
+            raise ValueError(f"source model has no layer named {layer.name!r}")
+        src_shapes = [tuple(w.shape) for w in src.weights]
+        dst_shapes = [tuple(w.shape) for w in layer.weights]
+        if src_shapes != dst_shapes:
+            raise ValueError(
+                f"layer {layer.name!r}: source weights {src_shapes} do not fit "
+                f"target weights {dst_shapes}"
+            )
+        layer.set_weights(src.get_weights())
+        copied.append(layer.name)
+    return copied
+
+
+def summarize(model):
+    """The figures the papers quote for a model: ``depth`` (weighted layers on
+    the main path, i.e. convs and dense layers except projection shortcuts),
+    ``gates`` (GR's scalar gates), ``params`` (trainable, as the papers count)
+    and ``total_params`` (with BatchNorm's moving statistics)."""
+    depth = gates = 0
+    for layer in model.layers:
+        if isinstance(layer, (keras.layers.Conv2D, keras.layers.Dense)):
+            depth += not layer.name.endswith("_0_conv")
+        gates += isinstance(layer, ResidualGate)
+    return dict(
+        depth=depth,
+        gates=gates,
+        params=sum(math.prod(w.shape) for w in model.trainable_weights),
+        total_params=model.count_params(),
+    )

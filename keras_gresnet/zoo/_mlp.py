@@ -1,0 +1,112 @@
+"""GR's fully-connected MNIST nets (GR Table 1): plain, ResNet, GResNet and
+gated plain.
+
+784 inputs -> Dense(50) -> ``depth`` layers of 50 units -> softmax(10); total
+depth ``depth + 2``. Only the ``depth`` middle layers differ between kinds.
+"""
+
+import keras
+
+from keras_gresnet.layers import dense_layer, dense_unit
+from keras_gresnet._checks import check_int
+from keras_gresnet.zoo._base import check_common, head, model_input
+from keras_gresnet.zoo._registry import register_model
+
+GR_DEPTHS = (2, 10, 20, 50, 100)  # GR Table 1
+_CONFIGS = [dict(depth=d) for d in GR_DEPTHS]
+
+
+def mlp(
+    depth,
+    *,
+    residual=False,
+    gated=False,
+    units=50,
+    k_initial=1.0,
+    bn_momentum=0.99,
+    include_top=True,
+    weights=None,
+    input_tensor=None,
+    input_shape=None,
+    pooling=None,
+    classes=10,
+    classifier_activation="softmax",
+    name=None,
+    builder="mlp",
+):
+    """GR's MNIST net of any kind.
+
+    Args:
+        depth: number of middle layers ``d`` (GR Table 1: 2, 10, 20, 50, 100).
+            Residual kinds use ``depth / 2`` two-layer blocks, so it must be even.
+        residual: identity shortcuts around pairs of layers (ResNet).
+        gated: a scalar gate ``k`` per block (GResNet when ``residual``, gated
+            plain otherwise).
+        units: width of every hidden layer (GR: 50).
+        k_initial: initial gate value (GR: 1).
+        bn_momentum: BatchNorm momentum (Keras' default, which GR used).
+        include_top, weights, input_tensor, input_shape, pooling, classes,
+        classifier_activation, name: as in Keras Applications. ``input_shape``
+        defaults to ``(784,)``; any rank is flattened. ``pooling`` has no effect
+        (the features are already a vector).
+    """
+    depth = check_int(depth, "depth", 1)
+    check_int(units, "units", 1)
+    if residual and depth % 2:
+        raise ValueError(
+            f"depth must be even for residual kinds (blocks of 2 layers), got {depth}"
+        )
+    input_shape = check_common(
+        builder,
+        include_top=include_top,
+        weights=weights,
+        input_tensor=input_tensor,
+        input_shape=input_shape,
+        pooling=pooling,
+        classes=classes,
+        classifier_activation=classifier_activation,
+        default_shape=(784,),
+    )
+    inputs, x = model_input(input_tensor, input_shape)
+    if len(x.shape) > 2:
+        x = keras.layers.Flatten(name="flatten")(x)
+    x = dense_layer(x, units, bn_momentum=bn_momentum, name="stem_")
+    for b in range(1, (depth // 2 if residual else depth) + 1):
+        x = dense_unit(
+            x,
+            units,
+            residual=residual,
+            gated=gated,
+            k_initial=k_initial,
+            bn_momentum=bn_momentum,
+            name=f"block{b}_",
+        )
+    x = head(
+        x,
+        include_top=include_top,
+        pooling=pooling,
+        classes=classes,
+        classifier_activation=classifier_activation,
+        spatial=False,
+    )
+    return keras.Model(inputs, x, name=name or f"{builder}_{depth}")
+
+
+def _mlp_builder(fn_name, residual, gated, title):
+    def builder(depth, **kwargs):
+        return mlp(depth, residual=residual, gated=gated, builder=fn_name, **kwargs)
+
+    builder.__name__ = builder.__qualname__ = fn_name
+    builder.__doc__ = (
+        f"{title} (GR Table 1): 784 -> 50 -> ``depth`` layers -> 10.\n\n"
+        f"Arguments as :func:`keras_gresnet.zoo.mlp`."
+    )
+    return register_model(builder, configs=_CONFIGS)
+
+
+plain_mlp = _mlp_builder("plain_mlp", residual=False, gated=False, title="GR's plain net")
+resnet_mlp = _mlp_builder("resnet_mlp", residual=True, gated=False, title="GR's MNIST ResNet")
+gresnet_mlp = _mlp_builder("gresnet_mlp", residual=True, gated=True, title="GR's MNIST GResNet")
+gated_plain_mlp = _mlp_builder(
+    "gated_plain_mlp", residual=False, gated=True, title="GR's gated plain net"
+)

@@ -1,0 +1,49 @@
+"""Name -> builder registry (timm style): every zoo builder is listable and
+constructible by name."""
+
+import fnmatch
+
+_MODELS = {}
+
+
+def register_model(fn=None, *, configs=None):
+    """Register a builder under its function name.
+
+    ``configs`` lists the builder's paper configurations as keyword dicts
+    (e.g. GR Table 1's depths); ``[{}]`` (the defaults) when omitted.
+    """
+
+    def wrap(fn):
+        if fn.__name__ in _MODELS:
+            raise ValueError(f"model {fn.__name__!r} is already registered")
+        fn.paper_configs = [dict(c) for c in (configs or [{}])]
+        _MODELS[fn.__name__] = fn
+        return fn
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def list_models(pattern="*"):
+    """Sorted names of the registered builders matching a shell wildcard
+    pattern, e.g. ``list_models("*gresnet*")``."""
+    if not isinstance(pattern, str):
+        raise ValueError(f"pattern must be a shell wildcard string, got {pattern!r}")
+    return sorted(name for name in _MODELS if fnmatch.fnmatchcase(name, pattern))
+
+
+def model_builder(name):
+    """The builder function registered as ``name``."""
+    try:
+        return _MODELS[name]
+    except KeyError:
+        close = list_models(f"*{name}*") if isinstance(name, str) else []
+        hint = f" similar: {', '.join(close)};" if close else ""
+        raise ValueError(
+            f"Unknown model name={name!r};{hint} see keras_gresnet.zoo.list_models() "
+            f"for the {len(_MODELS)} accepted names"
+        ) from None
+
+
+def get_model(name, **kwargs):
+    """Build the registered model ``name`` with the builder's ``kwargs``."""
+    return model_builder(name)(**kwargs)

@@ -1,0 +1,375 @@
+"""Convolutional residual nets of HE, GR and WRN: one generic builder
+(:func:`resnet`) and thin functions that pick a paper's configuration.
+
+Layer names follow Keras Applications: ``conv1_conv`` (stem),
+``conv{stage}_block{b}_{i}_conv``, ``conv{stage}_block{b}_gate``, ``post_bn``,
+``avg_pool``, ``predictions``; stages start at 2.
+"""
+
+import keras
+
+from keras_gresnet.layers import BLOCKS, UNITS, check_unit_args, conv, residual_unit
+from keras_gresnet.layers.units import PREACT_UNITS
+from keras_gresnet._checks import check_choice, check_int, check_rate
+from keras_gresnet.zoo._base import check_common, head, model_input
+from keras_gresnet.zoo._registry import register_model
+
+CIFAR_WIDTHS = (16, 32, 64)  # HE / GR CIFAR nets
+IMAGENET_WIDTHS = (64, 128, 256, 512)
+# Weighted layers per unit, for depth = layers_per_unit * 3n + 2 (HE).
+CIFAR_LAYERS_PER_UNIT = {"basic": 2, "bottleneck": 3, "single": 1}
+IMAGENET_STAGES = {  # HE: bottleneck units per stage
+    50: (3, 4, 6, 3),
+    101: (3, 4, 23, 3),
+    152: (3, 8, 36, 3),
+    200: (3, 24, 36, 3),
+}
+STEMS = ("cifar", "imagenet")
+
+
+def resnet(
+    stage_sizes,
+    widths,
+    *,
+    stem="cifar",
+    stem_filters=16,
+    unit="preact",
+    block="basic",
+    shortcut="identity",
+    gated=False,
+    k_initial=1.0,
+    dropout=0.0,
+    expansion=4,
+    shortcut_scale=0.5,
+    residual_scale=1.0,
+    gate_bias=-6.0,
+    shortcut_dropout=0.5,
+    bn_momentum=0.9,
+    bn_epsilon=1e-5,
+    include_top=True,
+    weights=None,
+    input_tensor=None,
+    input_shape=None,
+    pooling=None,
+    classes=10,
+    classifier_activation="softmax",
+    name="resnet",
+    builder="resnet",
+):
+    """The generic residual net behind every convolutional zoo model.
+
+    Args:
+        stage_sizes: units per stage, e.g. ``(18, 18, 18)`` for ResNet-110.
+        widths: conv width of each stage (the first stage has stride 1, the
+            others halve the resolution in their first unit).
+        stem: ``"cifar"`` (3x3 conv, stride 1) or ``"imagenet"`` (7x7/2 conv +
+            3x3/2 max-pool).
+        stem_filters: width of the stem conv.
+        unit, block, shortcut, gated, k_initial, dropout, expansion,
+        shortcut_scale, residual_scale, gate_bias, shortcut_dropout,
+        bn_momentum, bn_epsilon: passed to every
+            :func:`keras_gresnet.layers.residual_unit`.
+        include_top, weights, input_tensor, input_shape, pooling, classes,
+        classifier_activation, name: as in Keras Applications.
+        builder: name of the public builder (for error messages and weights).
+    """
+    if not isinstance(stage_sizes, (list, tuple)) or not stage_sizes:
+        raise ValueError(f"stage_sizes must be a non-empty tuple of ints, got {stage_sizes!r}")
+    if not isinstance(widths, (list, tuple)) or len(widths) != len(stage_sizes):
+        raise ValueError(
+            f"widths must give one width per stage ({len(stage_sizes)}), got {widths!r}"
+        )
+    for n in stage_sizes:
+        check_int(n, "n (units per stage)", 1)
+    for w in widths:
+        check_int(w, "widths", 1)
+    check_int(stem_filters, "stem_filters", 1)
+    check_int(expansion, "expansion", 1)
+    check_choice(stem, "stem", STEMS)
+    check_unit_args(unit, block, shortcut, gated)
+    check_rate(dropout, "dropout")
+    check_rate(shortcut_dropout, "shortcut_dropout")
+    downsamplings = len(stage_sizes) - 1 + (2 if stem == "imagenet" else 0)
+    input_shape = check_common(
+        builder,
+        include_top=include_top,
+        weights=weights,
+        input_tensor=input_tensor,
+        input_shape=input_shape,
+        pooling=pooling,
+        classes=classes,
+        classifier_activation=classifier_activation,
+        default_shape=(224, 224, 3) if stem == "imagenet" else (32, 32, 3),
+        min_size=2**downsamplings,
+    )
+    preact = unit in PREACT_UNITS
+
+    inputs, x = model_input(input_tensor, input_shape)
+    if stem == "imagenet":
+        x = conv(x, stem_filters, 7, stride=2, name="conv1")
+    else:
+        x = conv(x, stem_filters, 3, name="conv1")
+    # A pre-activation net's first unit normalises its own input; HE's
+    # ImageNet stem keeps BN-ReLU before the max-pool in every variant.
+    if not preact or stem == "imagenet":
+        x = keras.layers.BatchNormalization(
+            momentum=bn_momentum, epsilon=bn_epsilon, name="conv1_bn"
+        )(x)
+        x = keras.layers.Activation("relu", name="conv1_relu")(x)
+    if stem == "imagenet":
+        x = keras.layers.ZeroPadding2D(1, name="pool1_pad")(x)
+        x = keras.layers.MaxPooling2D(3, strides=2, name="pool1_pool")(x)
+
+    for s, (n, width) in enumerate(zip(stage_sizes, widths)):
+        for b in range(n):
+            x = residual_unit(
+                x,
+                width,
+                stride=2 if (b == 0 and s > 0) else 1,
+                unit=unit,
+                block=block,
+                shortcut=shortcut,
+                gated=gated,
+                k_initial=k_initial,
+                dropout=dropout,
+                expansion=expansion,
+                shortcut_scale=shortcut_scale,
+                residual_scale=residual_scale,
+                gate_bias=gate_bias,
+                shortcut_dropout=shortcut_dropout,
+                bn_momentum=bn_momentum,
+                bn_epsilon=bn_epsilon,
+                name=f"conv{s + 2}_block{b + 1}_",
+            )
+    if preact:  # HE: an extra BN-ReLU after the last pre-activation unit
+        x = keras.layers.BatchNormalization(
+            momentum=bn_momentum, epsilon=bn_epsilon, name="post_bn"
+        )(x)
+        x = keras.layers.Activation("relu", name="post_relu")(x)
+    x = head(
+        x,
+        include_top=include_top,
+        pooling=pooling,
+        classes=classes,
+        classifier_activation=classifier_activation,
+    )
+    return keras.Model(inputs, x, name=name)
+
+
+def _depth_to_n(depth, layers_per_unit, extra, argument="depth"):
+    depth = check_int(depth, argument, layers_per_unit + extra)
+    if (depth - extra) % (3 * layers_per_unit):
+        raise ValueError(
+            f"{argument} must be {3 * layers_per_unit}n+{extra} for this block, "
+            f"e.g. {3 * layers_per_unit * 5 + extra}, got {depth}"
+        )
+    return (depth - extra) // (3 * layers_per_unit)
+
+
+def _resolve_n(n, depth, layers_per_unit, extra, default):
+    if depth is None:
+        return check_int(default if n is None else n, "n", 1)
+    from_depth = _depth_to_n(depth, layers_per_unit, extra)
+    if n is not None and check_int(n, "n", 1) != from_depth:
+        raise ValueError(f"n={n} and depth={depth} disagree (depth {depth} means n={from_depth})")
+    return from_depth
+
+
+@register_model(
+    configs=[
+        dict(n=5),  # GR Table 3's "ResNet n=5"
+        dict(depth=110, unit="original"),  # HE Tables 1-3
+        dict(depth=110, block="single", unit="original"),  # HE Table 3, 1-layer skip
+        dict(depth=110, block="single"),
+    ]
+)
+def resnet_cifar(
+    n=None,
+    *,
+    depth=None,
+    unit="preact",
+    block="basic",
+    shortcut="identity",
+    gated=False,
+    widths=CIFAR_WIDTHS,
+    name=None,
+    **kwargs,
+):
+    """CIFAR residual net of HE (and GR's CIFAR ResNets): 3 stages of ``n``
+    units, widths 16/32/64.
+
+    Depth is ``6n+2`` (basic), ``9n+2`` (bottleneck) or ``3n+2`` (single,
+    HE's 1-layer skip); give ``n`` or ``depth``. Default: GR's ``n=5``.
+
+    Args:
+        n: units per stage. depth: total weighted layers (alternative to n).
+        unit: ``"preact"`` (full pre-activation, HE's best) or any HE Table 2
+            arrangement: ``"original"``, ``"bn_after_add"``,
+            ``"relu_before_add"``, ``"relu_preact"``.
+        block: ``"basic"``, ``"bottleneck"`` or ``"single"``.
+        shortcut: HE Table 1 kind: ``"identity"``, ``"scaling"``,
+            ``"exclusive_gating"``, ``"shortcut_gating"``, ``"conv"``,
+            ``"dropout"``.
+        gated: GR's scalar gate on every unit (GResNet).
+        widths: stage widths.
+        **kwargs: further :func:`resnet` arguments (``dropout``, ``k_initial``,
+            ``gate_bias``, ``bn_momentum``...) and the Keras Applications ones
+            (``include_top, weights, input_tensor, input_shape, pooling,
+            classes=10, classifier_activation``).
+    """
+    if block not in BLOCKS:
+        check_unit_args(block=block)
+    n = _resolve_n(n, depth, CIFAR_LAYERS_PER_UNIT[block], 2, default=5)
+    kwargs.setdefault("builder", "resnet_cifar")
+    depth = 3 * n * CIFAR_LAYERS_PER_UNIT[block] + 2
+    if name is None:
+        prefix = "gresnet" if gated else ("preact_resnet" if unit == "preact" else "resnet")
+        name = f"{prefix}{depth}" + ("_single" if block == "single" else "")
+    if isinstance(widths, (list, tuple)) and widths:
+        kwargs.setdefault("stem_filters", widths[0])
+    return resnet(
+        (n, n, n),
+        widths,
+        stem="cifar",
+        unit=unit,
+        block=block,
+        shortcut=shortcut,
+        gated=gated,
+        name=name,
+        **kwargs,
+    )
+
+
+@register_model
+def gresnet_cifar(n=5, **kwargs):
+    """GR's CIFAR GResNet (GR Table 3: n=5, 32 layers, 15 gates): a full
+    pre-activation ResNet with a scalar gate ``k`` on every unit.
+
+    Arguments as :func:`resnet_cifar`.
+    """
+    kwargs.setdefault("builder", "gresnet_cifar")
+    return resnet_cifar(n, gated=True, **kwargs)
+
+
+@register_model(configs=[dict(n=4, widen_factor=10, dropout=0.3)])
+def wide_resnet(n=None, widen_factor=10, dropout=0.3, *, depth=None, gated=False, **kwargs):
+    """Wide ResNet WRN-d-k (WRN; GR Table 3/4): depth ``6n+4``, widths
+    16k/32k/64k, full pre-activation basic units, dropout between the convs.
+
+    Default: WRN-28-10 with dropout 0.3 (n=4; 36.5M parameters).
+
+    Args:
+        n: units per stage. depth: alternative to n (``6n+4``).
+        widen_factor: ``k``.
+        dropout: rate between the two convs of each unit.
+        gated: GR's gate on every unit (Wide GResNet).
+        **kwargs: as :func:`resnet_cifar`.
+    """
+    check_int(widen_factor, "widen_factor", 1)
+    n = _resolve_n(n, depth, 2, 4, default=4)
+    kwargs.setdefault("builder", "wide_resnet")
+    kwargs.setdefault("name", f"wide_{'g' if gated else ''}resnet{6 * n + 4}_{widen_factor}")
+    return resnet_cifar(
+        n,
+        unit="preact",
+        block="basic",
+        gated=gated,
+        dropout=dropout,
+        widths=tuple(w * widen_factor for w in CIFAR_WIDTHS),
+        stem_filters=CIFAR_WIDTHS[0],
+        **kwargs,
+    )
+
+
+@register_model(configs=[dict(n=4, widen_factor=10, dropout=0.3)])
+def wide_gresnet(n=None, widen_factor=10, dropout=0.3, **kwargs):
+    """Wide GResNet (GR Table 3/4: (4,10) + dropout, 3.65% CIFAR-10, 12 gates).
+
+    Arguments as :func:`wide_resnet`.
+    """
+    kwargs.setdefault("builder", "wide_gresnet")
+    return wide_resnet(n, widen_factor, dropout, gated=True, **kwargs)
+
+
+@register_model(configs=[dict(depth=d) for d in IMAGENET_STAGES])
+def resnet_imagenet(depth=152, *, unit="preact", gated=False, name=None, **kwargs):
+    """ImageNet bottleneck ResNet of HE: 7x7/2 stem + 3x3/2 max-pool, four
+    stages of widths 64/128/256/512 (x4 expansion), 224x224 inputs.
+
+    Args:
+        depth: 50, 101, 152 (units 3-8-36-3) or 200 (3-24-36-3).
+        unit: HE Table 2 arrangement (``"preact"`` or ``"original"``...).
+        gated: GR's gate on every unit.
+        **kwargs: further :func:`resnet` arguments and the Keras Applications
+            ones (``classes=1000``).
+    """
+    if depth not in IMAGENET_STAGES:
+        raise ValueError(
+            f"depth must be one of {tuple(IMAGENET_STAGES)} for ImageNet ResNets, got {depth!r}"
+        )
+    kwargs.setdefault("builder", "resnet_imagenet")
+    kwargs.setdefault("classes", 1000)
+    if name is None:
+        prefix = "gresnet" if gated else ("preact_resnet" if unit == "preact" else "resnet")
+        name = f"{prefix}{depth}"
+    return resnet(
+        IMAGENET_STAGES[depth],
+        IMAGENET_WIDTHS,
+        stem="imagenet",
+        stem_filters=64,
+        unit=unit,
+        block="bottleneck",
+        gated=gated,
+        name=name,
+        **kwargs,
+    )
+
+
+def _preset(fn_name, base, doc, **fixed):
+    """A thin, registered builder: ``base`` with some arguments fixed."""
+
+    def builder(**kwargs):
+        clash = sorted(set(fixed) & set(kwargs))
+        if clash:
+            raise ValueError(f"{fn_name} fixes {', '.join(clash)}; use {base.__name__} to change it")
+        kwargs.setdefault("builder", fn_name)
+        return base(**fixed, **kwargs)
+
+    builder.__name__ = builder.__qualname__ = fn_name
+    builder.__doc__ = f"{doc}\n\nOther arguments as :func:`{base.__name__}`."
+    return register_model(builder)
+
+
+# HE Tables 2-3 (CIFAR).
+preact_resnet110 = _preset(
+    "preact_resnet110", resnet_cifar, "ResNet-110, full pre-activation (HE: 1.7M, 6.37%).",
+    depth=110, unit="preact", block="basic")
+preact_resnet164 = _preset(
+    "preact_resnet164", resnet_cifar,
+    "ResNet-164, bottleneck, full pre-activation (HE: 1.7M, 5.46%).",
+    depth=164, unit="preact", block="bottleneck")
+preact_resnet1001 = _preset(
+    "preact_resnet1001", resnet_cifar,
+    "ResNet-1001, bottleneck, full pre-activation (HE: 10.2M, 4.92%).",
+    depth=1001, unit="preact", block="bottleneck")
+resnet110 = _preset(
+    "resnet110", resnet_cifar, "ResNet-110, original unit (HE: 6.61%).",
+    depth=110, unit="original", block="basic")
+resnet164 = _preset(
+    "resnet164", resnet_cifar, "ResNet-164, bottleneck, original unit (HE: 5.93%).",
+    depth=164, unit="original", block="bottleneck")
+resnet1001 = _preset(
+    "resnet1001", resnet_cifar, "ResNet-1001, bottleneck, original unit (HE: 7.61%).",
+    depth=1001, unit="original", block="bottleneck")
+
+# HE ImageNet, and GR's gate on them.
+for _depth in IMAGENET_STAGES:
+    for _fn, _unit, _gated, _what in (
+        ("preact_resnet", "preact", False, "full pre-activation"),
+        ("resnet", "original", False, "original unit"),
+        ("gresnet", "preact", True, "full pre-activation with GR's gate on every unit"),
+    ):
+        globals()[f"{_fn}{_depth}"] = _preset(
+            f"{_fn}{_depth}", resnet_imagenet, f"ImageNet ResNet-{_depth}, {_what} (HE).",
+            depth=_depth, unit=_unit, gated=_gated)
+del _depth, _fn, _unit, _gated, _what

@@ -1,0 +1,449 @@
+"""Tests of keras_gresnet.data: sources, preprocessing, augmentation, pipelines.
+
+Offline: tfds goes through ``tfds.testing.mock_data``; the IDX path reads the
+real Fashion-MNIST of Debian's ``dataset-fashion-mnist``; other raw files are
+written by the tests.
+"""
+
+import dataclasses
+import gzip
+import os
+import pickle
+import struct
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from keras_gresnet import data
+
+DEBIAN_FASHION = "/usr/share/datasets/fashion-mnist"
+
+
+# --------------------------------------------------------------------------
+# Helpers: write the datasets' own formats.
+
+
+def write_idx(path, array, compress=True):
+    """An IDX file of uint8 ``array`` (magic 0x0000, 0x08, ndim; dims; data)."""
+    array = np.asarray(array, dtype=np.uint8)
+    raw = bytes([0, 0, 0x08, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
+    raw += array.tobytes()
+    with open(path, "wb") as f:
+        f.write(gzip.compress(raw) if compress else raw)
+
+
+def write_mnist(folder, train, test):
+    """``train``/``test``: (images N x 28 x 28, labels) into the four files."""
+    os.makedirs(folder, exist_ok=True)
+    for split, (images, labels) in (("train", train), ("test", test)):
+        image_file, label_file = data.DATASETS["mnist"].files[split]
+        write_idx(os.path.join(folder, image_file), images)
+        write_idx(os.path.join(folder, label_file), labels)
+
+
+def indexed_images(n, shape=(28, 28), offset=0):
+    """Images that carry their own index (pixels [0, 0] and [0, 1]) over noise."""
+    rng = np.random.default_rng(n + offset)
+    images = rng.integers(0, 256, size=(n, *shape), dtype=np.uint8)
+    index = np.arange(n) + offset
+    images[:, 0, 0], images[:, 0, 1] = index % 256, index // 256
+    return images
+
+
+def decode_index(batch_images):
+    """Inverse of :func:`indexed_images` on "scale"-preprocessed batches."""
+    pixels = np.rint(np.asarray(batch_images)[:, 0, :2, 0] * 255).astype(int)
+    return pixels[:, 0] + 256 * pixels[:, 1]
+
+
+@pytest.fixture
+def mnist_dir(tmp_path):
+    """A tiny MNIST in data_dir format: 100 train, 30 test images, known pixels,
+    train and test with different statistics."""
+    rng = np.random.default_rng(0)
+    train = (indexed_images(100), rng.integers(0, 10, 100))
+    test = ((rng.integers(100, 256, (30, 28, 28))), rng.integers(0, 10, 30))
+    write_mnist(tmp_path, train, test)
+    return tmp_path, train, test
+
+
+@pytest.fixture
+def no_debian(monkeypatch, tmp_path):
+    """Hide Debian's Fashion-MNIST (a folder that does not exist)."""
+    missing = str(tmp_path / "no-such-folder")
+    info = dataclasses.replace(data.DATASETS["fashion_mnist"], system_dirs=(missing,))
+    monkeypatch.setitem(data.DATASETS, "fashion_mnist", info)
+    return missing
+
+
+def first_batch(dataset):
+    x, y = next(iter(dataset))
+    return x.numpy(), y.numpy()
+
+
+def all_batches(dataset):
+    xs, ys = zip(*[(x.numpy(), y.numpy()) for x, y in dataset])
+    return np.concatenate(xs), np.concatenate(ys)
+
+
+# --------------------------------------------------------------------------
+# tfds path (mocked), every dataset.
+
+
+@pytest.mark.parametrize("name", list(data.DATASETS))
+def test_pipeline_from_tfds_mock(name, tmp_path, no_debian):
+    info = data.DATASETS[name]
+    with tfds.testing.mock_data(num_examples=24):
+        p = data.pipeline(name, data_dir=str(tmp_path), batch_size=8, augment=True, seed=3)
+        raw_images, raw_labels = data.load(name, "train", data_dir=str(tmp_path))
+    assert p.config["source"] == {"train": "tensorflow_datasets", "test": "tensorflow_datasets"}
+    assert raw_images.dtype == np.uint8 and raw_images.shape == (24, *info.image_shape)
+    assert raw_labels.dtype == np.int32
+    assert (p.num_train, p.num_test, p.steps_per_epoch) == (24, 24, 3)
+    assert p.input_shape == info.image_shape and p.num_classes == info.num_classes
+    for dataset in (p.train, p.test):
+        x, y = first_batch(dataset)
+        assert x.shape == (8, *info.image_shape) and x.dtype == np.float32
+        assert y.shape == (8,) and y.dtype == np.int32
+        assert 0 <= y.min() and y.max() < info.num_classes
+        assert 0.0 <= x.min() and x.max() <= 1.0  # "scale"
+    _, train_labels = all_batches(p.train)
+    np.testing.assert_array_equal(np.sort(train_labels), np.sort(raw_labels))
+
+
+@pytest.mark.parametrize("method", data.PREPROCESSINGS)
+def test_preprocessing_values_cifar(method, tmp_path):
+    with tfds.testing.mock_data(num_examples=40):
+        p = data.pipeline("cifar10", data_dir=str(tmp_path), preprocessing=method, batch_size=16)
+        raw, _ = data.load("cifar10", "train", data_dir=str(tmp_path))
+    x, _ = all_batches(p.train)
+    mean, std = (raw / 255.0).mean(axis=(0, 1, 2)), (raw / 255.0).std(axis=(0, 1, 2))
+    # Recorded statistics are the training images' own, per channel.
+    config = p.config["preprocessing"]
+    assert config["method"] == method and len(config["mean"]) == 3
+    if method == "scale":
+        assert x.min() >= 0 and x.max() <= 1 and x.max() > 0.9
+        assert config["mean"] == [0.0] * 3 and config["std"] == [1.0] * 3
+    else:
+        np.testing.assert_allclose(config["mean"], mean, rtol=1e-9)
+        np.testing.assert_allclose(x.mean(axis=(0, 1, 2)), 0.0, atol=1e-5)
+        expected_std = std if method == "meanstd" else np.ones(3)
+        np.testing.assert_allclose(config["std"], expected_std, rtol=1e-9)
+        np.testing.assert_allclose(x.std(axis=(0, 1, 2)), std / expected_std, rtol=1e-4)
+
+
+def test_statistics_come_from_train_split_not_test(mnist_dir):
+    folder, (train_images, _), (test_images, _) = mnist_dir
+    p = data.pipeline("mnist", data_dir=str(folder), preprocessing="meanstd", batch_size=7)
+    mean, std = (train_images / 255).mean(), (train_images / 255).std()
+    assert abs((test_images / 255).mean() - mean) > 0.1  # the splits do differ
+    np.testing.assert_allclose(p.preprocessing.mean, [mean], rtol=1e-9)
+    np.testing.assert_allclose(p.preprocessing.std, [std], rtol=1e-9)
+    x, _ = all_batches(p.test)
+    np.testing.assert_allclose(x[..., 0], (test_images / 255 - mean) / std, rtol=1e-5, atol=1e-5)
+    assert p.config["source"]["test"] == str(folder)
+
+
+def test_preprocessing_config_round_trip_and_validation():
+    images = np.array([[[[0, 255]], [[255, 255]]]], dtype=np.uint8)  # 1 x 2 x 1 x 2
+    fitted = data.Preprocessing.fit("meanstd", images)
+    np.testing.assert_allclose(fitted.mean, [0.5, 1.0])
+    np.testing.assert_allclose(fitted.std, [0.5, 1.0])  # a constant channel: std 1
+    assert data.Preprocessing.from_config(fitted.get_config()) == fitted
+    np.testing.assert_allclose(fitted(images).numpy()[0, :, 0, 0], [-1.0, 1.0])
+    with pytest.raises(ValueError, match=r"preprocessing='center'.*'scale', 'mean', 'meanstd'"):
+        data.Preprocessing.fit("center", images)
+    with pytest.raises(ValueError, match="std > 0"):
+        data.Preprocessing("mean", (0.0,), (0.0,))
+
+
+# --------------------------------------------------------------------------
+# Offline sources: Debian's real Fashion-MNIST, data_dir IDX and CIFAR files.
+
+
+@pytest.fixture(scope="module")
+def fashion():
+    return {split: data.load("fashion_mnist", split) for split in data.SPLITS}
+
+
+def test_real_fashion_mnist_from_debian(fashion):
+    (x, y), (xt, yt) = fashion["train"], fashion["test"]
+    assert x.shape == (60000, 28, 28, 1) and xt.shape == (10000, 28, 28, 1)
+    assert x.dtype == np.uint8 and y.dtype == np.int32
+    assert x.max() == 255 and x.min() == 0
+    np.testing.assert_array_equal(np.bincount(y), [6000] * 10)
+    np.testing.assert_array_equal(np.bincount(yt), [1000] * 10)
+    # Same arrays through data_dir= (source 1) as through the package folder.
+    x2, y2 = data.load("fashion_mnist", "test", data_dir=DEBIAN_FASHION)
+    np.testing.assert_array_equal(x2, xt)
+    np.testing.assert_array_equal(y2, yt)
+
+
+def test_fashion_pipeline_records_debian_source():
+    p = data.pipeline("fashion_mnist", flatten=True, batch_size=1000, validation_split=0.1)
+    assert p.config["source"]["train"] == DEBIAN_FASHION
+    assert (p.num_train, p.num_validation, p.num_test) == (54000, 6000, 10000)
+    x, y = first_batch(p.validation)
+    assert x.shape == (1000, 784) and p.input_shape == (784,)
+    assert y.dtype == np.int32
+
+
+def test_data_dir_subfolder_and_partial_files(tmp_path):
+    rng = np.random.default_rng(1)
+    split = (rng.integers(0, 256, (5, 28, 28)), rng.integers(0, 10, 5))
+    write_mnist(tmp_path / "mnist", split, split)
+    images, labels = data.load("mnist", "test", data_dir=str(tmp_path))
+    np.testing.assert_array_equal(images[..., 0], split[0])
+    np.testing.assert_array_equal(labels, split[1])
+    os.remove(tmp_path / "mnist" / "t10k-labels-idx1-ubyte.gz")
+    missing = r"missing \['t10k-labels-idx1-ubyte.gz'\]"
+    with pytest.raises(data.DatasetNotFoundError, match=missing):
+        data.load("mnist", "test", data_dir=str(tmp_path))
+
+
+def write_cifar_batch(path, images, labels, label_key):
+    flat = images.transpose(0, 3, 1, 2).reshape(len(images), -1)  # R, G, B planes
+    with open(path, "wb") as f:
+        pickle.dump({b"data": flat, label_key.encode(): list(labels)}, f)
+
+
+@pytest.mark.parametrize("name", ["cifar10", "cifar100"])
+def test_cifar_python_batches(name, tmp_path):
+    info = data.DATASETS[name]
+    folder = tmp_path / info.folder
+    folder.mkdir()
+    rng = np.random.default_rng(2)
+    written = {}
+    for split, files in info.files.items():
+        parts = []
+        for file in files:
+            images = rng.integers(0, 256, (3, 32, 32, 3), dtype=np.uint8)
+            labels = rng.integers(0, info.num_classes, 3)
+            write_cifar_batch(folder / file, images, labels, info.label_key)
+            parts.append((images, labels))
+        written[split] = [np.concatenate(p) for p in zip(*parts)]
+    images, labels = data.load(name, "train", data_dir=str(tmp_path))
+    assert images.shape == (3 * len(info.files["train"]), 32, 32, 3)
+    np.testing.assert_array_equal(images, written["train"][0])
+    np.testing.assert_array_equal(labels, written["train"][1])
+    # The folder itself works as data_dir too.
+    test_images, _ = data.load(name, "test", data_dir=str(folder))
+    np.testing.assert_array_equal(test_images, written["test"][0])
+
+
+def test_read_idx_round_trip_any_compression(tmp_path):
+    array = np.arange(24, dtype=np.uint8).reshape(2, 3, 4)
+    for compress in (True, False):
+        write_idx(tmp_path / "a", array, compress)
+        np.testing.assert_array_equal(data.read_idx(tmp_path / "a", magic=0x803), array)
+    with pytest.raises(ValueError, match="magic number 0x00000803, expected 0x00000801"):
+        data.read_idx(tmp_path / "a", magic=0x801)
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"\x1f\x8b\x08\x00garbage", "bad gzip data"),
+        (gzip.compress(b"\x00\x00\x08\x03\x00\x00\x00\x02")[:-6], "bad gzip data"),  # cut stream
+        (b"PK\x03\x04 a zip file", "bad magic number"),
+        (
+            bytes([0, 0, 8, 1]) + struct.pack(">I", 10) + bytes(9),  # 10 labels, 9 bytes
+            r"17 bytes, expected 18 for shape \(10,\)",
+        ),
+        (bytes([0, 0, 8, 3, 0, 0]), "truncated header"),
+    ],
+)
+def test_corrupt_idx_file(tmp_path, content, message):
+    path = tmp_path / "train-images-idx3-ubyte.gz"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=message) as error:
+        data.read_idx(path)
+    assert "Corrupt IDX file" in str(error.value) and str(path) in str(error.value)
+
+
+def test_corrupt_file_in_data_dir_is_reported(mnist_dir):
+    folder = mnist_dir[0]
+    (folder / "train-labels-idx1-ubyte.gz").write_bytes(b"\x1f\x8bnot really gzip")
+    with pytest.raises(ValueError, match="Corrupt IDX file .*train-labels"):
+        data.load("mnist", "train", data_dir=str(folder))
+
+
+def test_missing_source_message(tmp_path):
+    with pytest.raises(data.DatasetNotFoundError) as error:
+        data.load("cifar10", "train", data_dir=str(tmp_path), download=False)
+    message = str(error.value)
+    for expected in (
+        "'cifar10'",
+        "data_batch_1",
+        str(tmp_path / "cifar-10-batches-py"),
+        "tensorflow_datasets.load('cifar10'",
+        "could not find data",  # tfds' own reason
+        "network",
+        "pass data_dir=",
+    ):
+        assert expected in message
+    assert "apt-get" not in message
+    assert isinstance(error.value, FileNotFoundError)
+
+
+def test_missing_fashion_mnist_suggests_debian_package(tmp_path, no_debian):
+    with pytest.raises(data.DatasetNotFoundError) as error:
+        data.load("fashion_mnist", "test", download=False, data_dir=str(tmp_path))
+    message = str(error.value)
+    assert "apt-get install dataset-fashion-mnist" in message
+    assert no_debian in message
+    assert "t10k-images-idx3-ubyte.gz" in message
+
+
+# --------------------------------------------------------------------------
+# Augmentation.
+
+
+def test_crop_and_flip_known_offsets():
+    images = np.arange(2 * 5 * 6 * 2, dtype=np.float32).reshape(2, 5, 6, 2) + 1
+    def run(offsets, flips):
+        return data.crop_and_flip(images, np.array(offsets), np.array(flips), padding=2).numpy()
+    # Centre crop (offset = padding), no flip: the image itself.
+    np.testing.assert_array_equal(run([[2, 2], [2, 2]], [False, False]), images)
+    # Centre crop + flip: mirrored left-right; flipping again gives it back.
+    np.testing.assert_array_equal(run([[2, 2], [2, 2]], [True, True]), images[:, :, ::-1])
+    # Offset (0, 0): shifted down-right by 2 with zero padding at top-left;
+    # per-example offsets: the second image is shifted up-left instead.
+    out = run([[0, 0], [4, 4]], [False, False])
+    np.testing.assert_array_equal(out[0, 2:, 2:], images[0, :-2, :-2])
+    assert not out[0, :2].any() and not out[0, :, :2].any()
+    np.testing.assert_array_equal(out[1, :-2, :-2], images[1, 2:, 2:])
+    assert not out[1, -2:].any() and not out[1, :, -2:].any()
+    # Crop then flip: the flipped crop of the shifted image.
+    out = run([[0, 1], [2, 2]], [True, False])
+    shifted = np.pad(images[0], ((2, 2), (2, 2), (0, 0)))[0:5, 1:7]
+    np.testing.assert_array_equal(out[0], shifted[:, ::-1])
+
+
+def test_augmentation_params_are_uniform_and_seeded():
+    offsets, flips = data.augmentation_params(4000, tf.constant([1, 2]), padding=4)
+    offsets, flips = offsets.numpy(), flips.numpy()
+    np.testing.assert_array_equal(np.unique(offsets), np.arange(9))  # 0..2p, all hit
+    assert 0.45 < flips.mean() < 0.55
+    assert abs(np.corrcoef(offsets[:, 0], offsets[:, 1])[0, 1]) < 0.1
+    again = data.augmentation_params(4000, tf.constant([1, 2]), padding=4)
+    np.testing.assert_array_equal(again[0].numpy(), offsets)
+    other = data.augmentation_params(4000, tf.constant([1, 3]), padding=4)
+    assert (other[0].numpy() != offsets).any()
+
+
+def explain(original, augmented, padding):
+    """The (row, col, flip) whose crop_and_flip of ``original`` is ``augmented``."""
+    candidates = [
+        (r, c, f) for r in range(2 * padding + 1) for c in range(2 * padding + 1) for f in (0, 1)
+    ]
+    n = len(candidates)
+    crops = data.crop_and_flip(
+        np.repeat(original[None], n, axis=0),
+        np.array([(r, c) for r, c, _ in candidates]),
+        np.array([bool(f) for *_, f in candidates]),
+        padding,
+    ).numpy()
+    matches = np.flatnonzero(np.all(np.isclose(crops, augmented), axis=(1, 2, 3)))
+    return [candidates[i] for i in matches]
+
+
+def test_pipeline_augmentation_is_a_crop_and_flip_of_the_same_example(tmp_path):
+    with tfds.testing.mock_data(num_examples=16):
+        kwargs = dict(data_dir=str(tmp_path), batch_size=16, seed=5, preprocessing="mean")
+        plain = data.pipeline("cifar10", **kwargs)
+        augmented = data.pipeline("cifar10", augment=True, **kwargs)
+    x, y = first_batch(plain.train)
+    xa, ya = first_batch(augmented.train)
+    np.testing.assert_array_equal(ya, y)  # same shuffle, labels kept
+    assert not np.allclose(xa, x)  # really changed
+    found = [explain(x[i], xa[i], padding=4) for i in range(len(x))]
+    assert all(found), "every augmented image is a pad-4 crop (+flip) of its own original"
+    assert len({f[0][2] for f in found}) == 2  # both flipped and unflipped occur
+
+
+def test_pipeline_is_deterministic_under_seed(mnist_dir):
+    folder = str(mnist_dir[0])
+
+    def epochs(seed, count=2):
+        p = data.pipeline("mnist", data_dir=folder, batch_size=32, augment=True, seed=seed)
+        return [all_batches(p.train) for _ in range(count)]
+
+    first, second = epochs(7), epochs(7)
+    for (x1, y1), (x2, y2) in zip(first, second):
+        np.testing.assert_array_equal(x1, x2)
+        np.testing.assert_array_equal(y1, y2)
+    # A new order and new crops each epoch, and with another seed.
+    assert not np.array_equal(first[0][1], first[1][1])
+    assert not np.array_equal(first[0][0], epochs(8, 1)[0][0])
+
+
+# --------------------------------------------------------------------------
+# Validation split, batching options, argument checks.
+
+
+def test_validation_split_disjoint_and_deterministic(mnist_dir):
+    folder = str(mnist_dir[0])
+
+    def indices(seed):
+        p = data.pipeline("mnist", data_dir=folder, batch_size=16, validation_split=0.2, seed=seed)
+        train = decode_index(all_batches(p.train)[0])
+        validation = decode_index(all_batches(p.validation)[0])
+        return p, train, validation
+
+    p, train, validation = indices(3)
+    assert (p.num_train, p.num_validation, len(train), len(validation)) == (80, 20, 80, 20)
+    assert not set(train) & set(validation)
+    np.testing.assert_array_equal(np.sort(np.concatenate([train, validation])), np.arange(100))
+    np.testing.assert_array_equal(validation, indices(3)[2])  # same seed, same split
+    assert set(validation) != set(indices(4)[2])
+    np.testing.assert_array_equal(data.split_indices(100, 0.2, seed=3)[1], validation)
+
+
+def test_drop_remainder_flatten_and_steps(mnist_dir):
+    folder = str(mnist_dir[0])
+    kept = data.pipeline("mnist", data_dir=folder, batch_size=32)
+    dropped = data.pipeline(
+        "mnist", data_dir=folder, batch_size=32, drop_remainder=True, flatten=True
+    )
+    assert [len(y) for _, y in kept.train] == [32, 32, 32, 4] and kept.steps_per_epoch == 4
+    assert [len(y) for _, y in dropped.train] == [32, 32, 32] and dropped.steps_per_epoch == 3
+    assert [len(y) for _, y in dropped.test] == [30]  # evaluation keeps every example
+    x, _ = first_batch(dropped.train)
+    assert x.shape == (32, 784)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(name="svhn"), "name='svhn'; accepted: 'mnist', 'fashion_mnist', 'cifar10', 'cif"),
+        (dict(preprocessing="zca"), r"preprocessing='zca'; accepted: 'scale', 'mean', 'meanstd'"),
+        (dict(batch_size=0), r"batch_size must be an integer >= 1, got 0"),
+        (dict(batch_size=12.5), r"batch_size must be an integer >= 1"),
+        (dict(batch_size=True), r"batch_size must be an integer >= 1"),
+        (dict(validation_split=1.0), r"validation_split must be a number in \[0, 1\), got 1.0"),
+        (dict(validation_split=-0.1), r"validation_split must be a number in \[0, 1\)"),
+        (dict(padding=-1), r"padding must be an integer >= 0"),
+    ],
+)
+def test_pipeline_argument_errors(kwargs, message):
+    kwargs = {"name": "mnist", **kwargs}
+    with pytest.raises(ValueError, match=message):
+        data.pipeline(kwargs.pop("name"), data_dir="/nonexistent", **kwargs)
+
+
+def test_load_and_make_dataset_argument_errors():
+    with pytest.raises(ValueError, match=r"split='valid'; accepted: 'train', 'test'"):
+        data.load("mnist", "valid")
+    images = np.zeros((4, 8, 8, 3), np.uint8)
+    with pytest.raises(ValueError, match="labels \\(N,\\)"):
+        data.make_dataset(images, np.zeros(3))
+    with pytest.raises(ValueError, match="preprocessing must be a Preprocessing"):
+        data.make_dataset(images, np.zeros(4), preprocessing="mean")
+    with pytest.raises(ValueError, match="1 channels, images have 3"):
+        gray = data.Preprocessing.fit("mean", images[..., :1])
+        data.make_dataset(images, np.zeros(4), preprocessing=gray)
+    with pytest.raises(ValueError, match="empty train or validation set"):
+        data.split_indices(4, 0.1)

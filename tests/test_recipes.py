@@ -1,0 +1,321 @@
+"""Tests of keras_gresnet.recipes: the papers' recipes, schedules, weight decay."""
+
+import dataclasses
+import json
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_gresnet import recipes, zoo
+from keras_gresnet.layers import gate_layers
+from keras_gresnet.recipes import RECIPES, get_recipe
+
+
+def lr_at(schedule, steps):
+    return [float(schedule(step)) for step in steps]
+
+
+# --------------------------------------------------------------------------
+# The recipes' numbers (PAPERS.md sections 2-4).
+
+
+SGD_NESTEROV = dict(optimizer_name="sgd", optimizer_kwargs={"momentum": 0.9, "nesterov": True})
+CIFAR = dict(SGD_NESTEROV, learning_rate=0.1, batch_size=128, augment=True, bn_momentum=0.9)
+PAPER_NUMBERS = {
+    "gr_mnist": dict(
+        optimizer_name="nadam", optimizer_kwargs={"beta_1": 0.9}, learning_rate=0.002,
+        epochs=100, batch_size=128, weight_decay=0.0, preprocessing="scale", augment=False,
+        lr_milestones=(),
+    ),
+    "preact_cifar": dict(
+        CIFAR, weight_decay=1e-4, preprocessing="mean", epochs=164, dropout=0.0,
+        lr_milestones=(0.5, 0.75), lr_milestone_unit="fraction", lr_factor=0.1,
+    ),
+    "preact_cifar_he": dict(
+        CIFAR, weight_decay=1e-4, preprocessing="mean", max_steps=64000,
+        lr_milestones=(32000, 48000), lr_milestone_unit="step", lr_factor=0.1,
+    ),
+    "wrn_cifar": dict(
+        CIFAR, weight_decay=5e-4, preprocessing="meanstd", epochs=200, dropout=0.3,
+        lr_milestones=(0.3, 0.6, 0.8), lr_milestone_unit="fraction", lr_factor=0.2,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", PAPER_NUMBERS)
+def test_recipes_hold_the_papers_numbers(name):
+    recipe = RECIPES[name]
+    config = recipe.get_config()
+    config["lr_milestones"] = tuple(config["lr_milestones"])
+    for field, value in PAPER_NUMBERS[name].items():
+        assert config[field] == value, field
+    assert not recipe.k_decay and recipe.warmup_steps == 0  # GR: k decay hurts
+    assert recipe.citation and recipe.name == name
+
+
+# --------------------------------------------------------------------------
+# Learning-rate schedules.
+
+
+def test_preact_schedule_fractions_of_the_run():
+    schedule = get_recipe("preact_cifar", epochs=10).learning_rate_schedule(100)
+    assert isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule)
+    np.testing.assert_allclose(
+        lr_at(schedule, [0, 499, 500, 749, 750, 999, 5000]),
+        [0.1, 0.1, 0.01, 0.01, 0.001, 0.001, 0.001],
+        rtol=1e-6,
+    )
+    # Default length: 164 epochs of 391 steps, drops at epochs 82 and 123.
+    assert RECIPES["preact_cifar"].milestone_steps(391) == (82 * 391, 123 * 391)
+
+
+def test_wrn_schedule_epochs_60_120_160_of_200():
+    recipe = RECIPES["wrn_cifar"]
+    assert recipe.milestone_steps(10) == (600, 1200, 1600)
+    np.testing.assert_allclose(
+        lr_at(recipe.learning_rate_schedule(10), [0, 599, 600, 1199, 1200, 1599, 1600, 1999]),
+        [0.1, 0.1, 0.02, 0.02, 0.004, 0.004, 0.0008, 0.0008],
+        rtol=1e-6,
+    )
+
+
+def test_he_iteration_schedule_and_length():
+    recipe = RECIPES["preact_cifar_he"]
+    # Iteration milestones do not depend on the epoch length.
+    for steps_per_epoch in (391, 100):
+        schedule = recipe.learning_rate_schedule(steps_per_epoch)
+        np.testing.assert_allclose(
+            lr_at(schedule, [0, 31999, 32000, 47999, 48000, 63999]),
+            [0.1, 0.1, 0.01, 0.01, 0.001, 0.001],
+            rtol=1e-6,
+        )
+    assert recipe.total_steps(391) == 64000 and recipe.fit_epochs(391) == 164  # ~164 epochs
+
+
+def test_warmup_then_schedule():
+    recipe = get_recipe("preact_cifar_he", warmup_steps=400, warmup_lr=0.01)
+    np.testing.assert_allclose(
+        lr_at(recipe.learning_rate_schedule(391), [0, 200, 399, 400, 31999, 32000, 48000]),
+        [0.01, 0.01, 0.01, 0.1, 0.1, 0.01, 0.001],
+        rtol=1e-6,
+    )
+    with pytest.raises(ValueError, match="warmup_lr=None: expected a number"):
+        get_recipe("preact_cifar", warmup_steps=400)
+    with pytest.raises(ValueError, match="come after warmup_steps=600"):
+        recipe = get_recipe("preact_cifar", epochs=10, warmup_steps=600, warmup_lr=0.01)
+        recipe.learning_rate_schedule(100)
+
+
+def test_constant_schedule_and_epoch_milestones():
+    schedule = RECIPES["gr_mnist"].learning_rate_schedule(469)
+    np.testing.assert_allclose(lr_at(schedule, [0, 1, 46899, 10**7]), [0.002] * 4, rtol=1e-6)
+    # ImageNet-style epoch milestones (HE: /10 at epochs 30 and 60).
+    recipe = get_recipe(
+        "preact_cifar", lr_milestones=(30, 60), lr_milestone_unit="epoch", epochs=90
+    )
+    np.testing.assert_allclose(
+        lr_at(recipe.learning_rate_schedule(5), [149, 150, 299, 300]),
+        [0.1, 0.01, 0.01, 0.001],
+        rtol=1e-6,
+    )
+
+
+def test_schedule_needs_enough_steps():
+    with pytest.raises(ValueError, match="must increase"):
+        get_recipe("wrn_cifar", epochs=1).learning_rate_schedule(2)
+    with pytest.raises(ValueError, match="steps_per_epoch=0"):
+        RECIPES["wrn_cifar"].learning_rate_schedule(0)
+
+
+def test_schedule_serializes():
+    recipe = get_recipe("preact_cifar_he", warmup_steps=400, warmup_lr=0.01)
+    schedule = recipe.learning_rate_schedule(391)
+    config = keras.optimizers.schedules.serialize(schedule)
+    restored = keras.optimizers.schedules.deserialize(json.loads(json.dumps(config)))
+    steps = [0, 399, 400, 32000, 48000]
+    np.testing.assert_allclose(lr_at(restored, steps), lr_at(schedule, steps))
+
+
+def test_optimizers():
+    sgd = get_recipe("preact_cifar", epochs=10).optimizer(100)
+    assert isinstance(sgd, keras.optimizers.SGD) and sgd.nesterov and sgd.momentum == 0.9
+    sgd.iterations.assign(500)
+    assert float(sgd.learning_rate) == pytest.approx(0.01)
+    nadam = RECIPES["gr_mnist"].optimizer(469)
+    assert isinstance(nadam, keras.optimizers.Nadam) and nadam.beta_1 == 0.9
+    assert float(nadam.learning_rate) == pytest.approx(0.002)
+
+
+# --------------------------------------------------------------------------
+# get_recipe, validation, serialization.
+
+
+def test_overrides_replace_fields_without_touching_the_registry():
+    recipe = get_recipe("wrn_cifar", epochs=2, k_decay=True, batch_size=64)
+    assert (recipe.epochs, recipe.k_decay, recipe.batch_size) == (2, True, 64)
+    assert recipe.weight_decay == 5e-4
+    assert RECIPES["wrn_cifar"].epochs == 200 and not RECIPES["wrn_cifar"].k_decay
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        recipe.epochs = 3
+    with pytest.raises(TypeError):
+        recipe.optimizer_kwargs["momentum"] = 0.5
+
+
+def test_unknown_names_and_fields():
+    with pytest.raises(ValueError, match=r"recipe name='resnet_imagenet'; accepted: 'gr_mnist'"):
+        get_recipe("resnet_imagenet")
+    unknown = r"Unknown Recipe field\(s\) \['epoch', 'lr'\]; accepted: \['name'"
+    with pytest.raises(ValueError, match=unknown):
+        get_recipe("gr_mnist", epoch=3, lr=0.1)
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (dict(optimizer_name="sgdw"), "optimizer_name='sgdw': expected one of"),
+        (dict(optimizer_kwargs={"momentun": 0.9}), r"\['momentun'\]: expected arguments of SGD"),
+        (dict(lr_milestone_unit="iter"), "unit='iter': expected one of 'fraction', 'epoch', 'st"),
+        (dict(lr_milestones=(0.75, 0.5)), "expected increasing values"),
+        (dict(lr_milestones=(0.5, 1.5)), "lr_milestones=1.5: expected a number > 0 and < 1"),
+        (dict(preprocessing="zca"), "preprocessing='zca': expected one of 'scale', 'mean', 'mea"),
+        (dict(batch_size=0), "batch_size=0: expected an integer >= 1"),
+        (dict(epochs=1.5), "epochs=1.5: expected an integer >= 1"),
+        (dict(weight_decay=-1e-4), "weight_decay=-0.0001: expected a number >= 0"),
+        (dict(dropout=1.0), "dropout=1.0: expected a number >= 0 and < 1"),
+        (dict(learning_rate="0.1"), "learning_rate='0.1': expected a number"),
+    ],
+)
+def test_invalid_values(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        get_recipe("preact_cifar", **overrides)
+
+
+def test_config_round_trip_through_json():
+    for recipe in RECIPES.values():
+        config = json.loads(json.dumps(recipe.get_config()))
+        assert recipes.Recipe.from_config(config) == recipe
+    assert len({hash(r) for r in RECIPES.values()}) == len(RECIPES)
+
+
+# --------------------------------------------------------------------------
+# Weight decay.
+
+
+@pytest.fixture
+def tiny_gresnet():
+    """gresnet_mlp(depth=4) on 6 inputs, 3 units, with known weights:
+    kernels filled with 0.1 * (i + 1), gate k set to 2 and 3."""
+    keras.utils.set_random_seed(0)
+    model = zoo.gresnet_mlp(depth=4, units=3, input_shape=(6,), classes=4)
+    kernels = [v for v in model.weights if v.name == "kernel"]
+    for i, kernel in enumerate(kernels):
+        kernel.assign(np.full(kernel.shape, 0.1 * (i + 1), np.float32))
+    gates = gate_layers(model)
+    for gate, k in zip(gates, (2.0, 3.0)):
+        gate.k.assign(k)
+    return model, kernels, gates
+
+
+def decay_loss(model):
+    return float(sum(float(loss) for loss in model.losses))
+
+
+def test_decay_loss_is_half_wd_times_sum_of_kernel_squares(tiny_gresnet):
+    model, kernels, gates = tiny_gresnet
+    assert len(gates) == 2 and len(kernels) == 6  # stem, 2 x 2 block layers, classifier
+    hand_sum = sum(np.size(k) * (0.1 * (i + 1)) ** 2 for i, k in enumerate(kernels))
+    decayed = recipes.apply_weight_decay(model, 1e-2)
+    assert {v.path for v in decayed} == {v.path for v in kernels}  # no gate, bias, BN
+    assert decay_loss(model) == pytest.approx(1e-2 / 2 * hand_sum, rel=1e-5)
+    recipes.apply_weight_decay(model, 1e-2, k_decay=True)
+    assert decay_loss(model) == pytest.approx(1e-2 / 2 * (hand_sum + 2.0**2 + 3.0**2), rel=1e-5)
+    # Idempotent, and k decay / all decay can be switched off again.
+    recipes.apply_weight_decay(model, 1e-2)
+    assert decay_loss(model) == pytest.approx(1e-2 / 2 * hand_sum, rel=1e-5)
+    recipes.apply_weight_decay(model, 0.0)
+    assert model.losses == []
+
+
+@pytest.mark.parametrize("k_decay", [False, True])
+def test_decay_gradient_on_k(tiny_gresnet, k_decay):
+    model, kernels, gates = tiny_gresnet
+    recipes.apply_weight_decay(model, 0.1, k_decay=k_decay)
+    targets = [gates[0].k, kernels[0]]
+    with tf.GradientTape() as tape:
+        loss = tf.add_n(model.losses)
+    grad_k, grad_kernel = tape.gradient(loss, targets)
+    # d/dw (wd / 2 * w^2) = wd * w: the papers' gradient.
+    np.testing.assert_allclose(grad_kernel, 0.1 * kernels[0].numpy(), rtol=1e-6)
+    if k_decay:
+        assert float(grad_k) == pytest.approx(0.1 * 2.0)
+    else:
+        assert grad_k is None or float(grad_k) == 0.0
+
+
+def test_fit_step_under_decay_shrinks_kernels_not_gates():
+    """One SGD step of model.fit: decay changes each kernel by exactly
+    -lr * wd * w, and leaves gates (default), biases and BN untouched."""
+    x = np.random.default_rng(0).normal(size=(16, 6)).astype(np.float32)
+    y = np.arange(16) % 4
+
+    def one_step(weight_decay, k_decay=False):
+        keras.utils.set_random_seed(1)
+        model = zoo.gresnet_mlp(depth=2, units=5, input_shape=(6,), classes=4)
+        initial = {v.path: v.numpy() for v in model.weights}
+        recipes.apply_weight_decay(model, weight_decay, k_decay=k_decay)
+        model.compile(optimizer=keras.optimizers.SGD(0.5), loss="sparse_categorical_crossentropy")
+        model.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0)
+        return initial, {v.path: v.numpy() for v in model.weights}
+
+    initial, plain = one_step(0.0)
+    _, decayed = one_step(0.2)
+    _, k_decayed = one_step(0.2, k_decay=True)
+    assert initial.keys() == plain.keys()
+    for path, w0 in initial.items():
+        difference = decayed[path] - plain[path]
+        if path.endswith("/kernel"):
+            np.testing.assert_allclose(difference, -0.5 * 0.2 * w0, atol=1e-6)
+            assert np.linalg.norm(decayed[path]) < np.linalg.norm(plain[path])
+        else:
+            np.testing.assert_array_equal(difference, 0, err_msg=path)
+    gate = next(p for p in initial if p.endswith("/k"))
+    assert k_decayed[gate] - plain[gate] == pytest.approx(-0.5 * 0.2 * initial[gate], abs=1e-6)
+
+
+def test_kernel_decay_survives_keras_save_and_load(tmp_path, tiny_gresnet):
+    model, _, _ = tiny_gresnet
+    recipes.apply_weight_decay(model, 1e-3)
+    path = tmp_path / "m.keras"
+    model.save(path)
+    restored = keras.saving.load_model(path, safe_mode=True)
+    assert decay_loss(restored) == pytest.approx(decay_loss(model), rel=1e-6)
+    assert decay_loss(model) > 0
+
+
+def test_weight_decay_argument_check(tiny_gresnet):
+    with pytest.raises(ValueError, match="weight_decay must be a number >= 0, got -1"):
+        recipes.apply_weight_decay(tiny_gresnet[0], -1)
+
+
+# --------------------------------------------------------------------------
+# BN momentum and Recipe.apply_to.
+
+
+def test_set_bn_momentum_and_apply_to():
+    model = zoo.gresnet_cifar(n=1, input_shape=(16, 16, 3), classes=10)
+    batch_norms = [l for l in model.layers if isinstance(l, keras.layers.BatchNormalization)]
+    assert recipes.set_bn_momentum(model, 0.5) == len(batch_norms) > 0
+    assert {l.get_config()["momentum"] for l in batch_norms} == {0.5}
+    with pytest.raises(ValueError, match="momentum must be in"):
+        recipes.set_bn_momentum(model, 1.0)
+
+    recipe = get_recipe("preact_cifar", k_decay=True)
+    assert recipe.apply_to(model) is model
+    assert {l.momentum for l in batch_norms} == {0.9}
+    kernels = [v for v in model.weights if v.name == "kernel"]
+    assert len(model.losses) == len(kernels) + len(gate_layers(model))
+    decayed = kernels + [gate.k for gate in gate_layers(model)]
+    expected = 1e-4 / 2 * sum(float(np.sum(v.numpy() ** 2)) for v in decayed)
+    assert decay_loss(model) == pytest.approx(expected, rel=1e-5)

@@ -1,0 +1,339 @@
+"""The zoo: facts from the papers (PAPERS.md), the Keras Applications
+contract, the registry, and bad input."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_gresnet import zoo
+from keras_gresnet.layers import ResidualGate, gate_layers
+from keras_gresnet.zoo import _mlp as mlp_module
+from keras_gresnet.zoo import _resnet as resnet_module
+
+RNG = np.random.default_rng(0)
+CIFAR_TINY = dict(input_shape=(16, 16, 3))
+
+
+def trainable_params(model):
+    return sum(int(np.prod(w.shape)) for w in model.trainable_weights)
+
+
+# ---------------------------------------------------------------- registry
+
+def test_registry_lists_and_builds_by_name():
+    names = zoo.list_models()
+    assert names == sorted(names) and len(names) == len(set(names))
+    for expected in ("plain_mlp", "resnet_mlp", "gresnet_mlp", "gated_plain_mlp",
+                     "resnet_cifar", "gresnet_cifar", "preact_resnet110",
+                     "preact_resnet164", "preact_resnet1001", "resnet110",
+                     "wide_resnet", "wide_gresnet", "preact_resnet152",
+                     "preact_resnet200", "gresnet152", "gresnet200", "resnet200"):
+        assert expected in names
+        assert getattr(zoo, expected) is zoo.model_builder(expected)
+    assert zoo.list_models("*gresnet*") == ["gresnet101", "gresnet152", "gresnet200", "gresnet50", "gresnet_cifar", "gresnet_mlp", "wide_gresnet"]
+    assert zoo.list_models("nothing*") == []
+    model = zoo.get_model("gresnet_mlp", depth=4)
+    assert model.name == "gresnet_mlp_4" and len(gate_layers(model)) == 2
+
+
+def test_unknown_model_name_suggests_close_names():
+    with pytest.raises(ValueError, match=r"name='gresnet'.*gresnet_cifar"):
+        zoo.get_model("gresnet")
+
+
+# ------------------------------------------------------ parameter counts (HE, WRN)
+
+@pytest.mark.parametrize("builder,millions", [
+    (zoo.preact_resnet110, 1.7),   # HE Table 3 / architectures
+    (zoo.preact_resnet164, 1.7),
+    (zoo.preact_resnet1001, 10.2),
+    (zoo.wide_resnet, 36.5),       # WRN-28-10
+])
+def test_parameter_counts_match_the_papers(builder, millions):
+    count = trainable_params(builder())
+    assert abs(count / (millions * 1e6) - 1) < 0.03, count
+
+
+@pytest.mark.parametrize("gated,ungated,kwargs,gates", [
+    (zoo.gresnet_cifar, zoo.resnet_cifar, dict(n=5), 15),   # GR section 1
+    (zoo.wide_gresnet, zoo.wide_resnet, dict(n=4), 12),
+    (zoo.gresnet_mlp, zoo.resnet_mlp, dict(depth=2), 1),
+    (zoo.gresnet_mlp, zoo.resnet_mlp, dict(depth=20), 10),
+    (zoo.gresnet_mlp, zoo.resnet_mlp, dict(depth=100), 50),
+    (zoo.gated_plain_mlp, zoo.plain_mlp, dict(depth=10), 10),
+])
+def test_gating_adds_exactly_one_parameter_per_block(gated, ungated, kwargs, gates):
+    g, u = gated(**kwargs), ungated(**kwargs)
+    assert g.count_params() - u.count_params() == gates
+    assert len(gate_layers(g)) == gates and not gate_layers(u)
+    assert all(w.shape == () for layer in gate_layers(g) for w in layer.weights)
+
+
+def test_mlp_layout_follows_gr():
+    model = zoo.plain_mlp(depth=10)
+    dense = [layer for layer in model.layers if isinstance(layer, keras.layers.Dense)]
+    # 784 -> 50 -> 10 layers of 50 -> 10: total depth d + 2.
+    assert [layer.units for layer in dense] == [50] * 11 + [10]
+    assert model.input.shape == (None, 784) and model.output.shape == (None, 10)
+    assert len([layer for layer in zoo.resnet_mlp(depth=10).layers
+                if isinstance(layer, keras.layers.Dense)]) == 12
+
+
+def test_cifar_layout_follows_he():
+    model = zoo.preact_resnet110()
+    convs = [layer for layer in model.layers if isinstance(layer, keras.layers.Conv2D)]
+    main_path = [c for c in convs if not c.name.endswith("_0_conv")]
+    assert len(main_path) + 1 == 110  # + the classifier
+    assert sorted({c.filters for c in convs}) == [16, 32, 64]
+    assert [c.name for c in convs if c.name.endswith("_0_conv")] == [
+        "conv3_block1_0_conv", "conv4_block1_0_conv"]  # projections where shape changes
+    assert model.get_layer("post_relu") is not None  # HE's extra BN-ReLU
+    assert zoo.resnet_cifar(depth=164, block="bottleneck").output.shape == (None, 10)
+
+
+def test_imagenet_layout_follows_he():
+    model = zoo.preact_resnet152(input_shape=(64, 64, 3))
+    units = [n for n in ("conv2", "conv3", "conv4", "conv5")]
+    counts = [len({layer.name.split("_")[1] for layer in model.layers
+                   if layer.name.startswith(u + "_block")}) for u in units]
+    assert counts == [3, 8, 36, 3]
+    assert model.get_layer("conv1_conv").kernel_size == (7, 7)
+    assert model.get_layer("conv1_conv").strides == (2, 2)
+    assert isinstance(model.get_layer("pool1_pool"), keras.layers.MaxPooling2D)
+    assert model.output.shape == (None, 1000)
+    assert model.get_layer("conv5_block3_3_conv").filters == 2048
+
+
+# ------------------------------------------------ gated vs ungated function
+
+def _twin(gated_builder, ungated_builder, **kwargs):
+    gated, plain = gated_builder(**kwargs), ungated_builder(**kwargs)
+    copied = zoo.transfer_weights(plain, gated)
+    assert len(copied) == len([layer for layer in plain.layers if layer.weights])
+    return gated, plain
+
+
+TWINS = [
+    (zoo.gresnet_cifar, zoo.resnet_cifar, dict(n=2, **CIFAR_TINY)),
+    (zoo.wide_gresnet, zoo.wide_resnet, dict(n=1, widen_factor=2, **CIFAR_TINY)),
+    (zoo.gresnet_mlp, zoo.resnet_mlp, dict(depth=6)),
+    (zoo.gresnet50, zoo.preact_resnet50, dict(input_shape=(32, 32, 3))),
+]
+
+
+def _randomize_bn(model):
+    """Non-trivial BN statistics so that an identity cannot pass by accident."""
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.BatchNormalization):
+            for w in (layer.moving_mean, layer.beta):
+                w.assign(RNG.normal(size=w.shape, scale=0.1).astype("float32"))
+
+
+def _inputs(model, batch=3):
+    return RNG.normal(size=(batch, *model.input.shape[1:])).astype("float32")
+
+
+@pytest.mark.parametrize("gated_builder,ungated_builder,kwargs", TWINS)
+def test_gated_with_k_one_equals_ungated(gated_builder, ungated_builder, kwargs):
+    gated, plain = _twin(gated_builder, ungated_builder, **kwargs)
+    _randomize_bn(plain)
+    zoo.transfer_weights(plain, gated)
+    x = _inputs(plain)
+    np.testing.assert_allclose(gated.predict(x, verbose=0), plain.predict(x, verbose=0),
+                               rtol=1e-5, atol=1e-5)
+
+
+def _gate_io(model):
+    gates = gate_layers(model)
+    probe = keras.Model(model.input, [[g.input[0], g.output] for g in gates])
+    return gates, probe
+
+
+@pytest.mark.parametrize("builder,kwargs", [
+    (zoo.gresnet_cifar, dict(n=2, **CIFAR_TINY)),
+    (zoo.gresnet_mlp, dict(depth=6)),
+    (zoo.gated_plain_mlp, dict(depth=4)),
+    (zoo.wide_gresnet, dict(n=2, widen_factor=1, **CIFAR_TINY)),
+])
+def test_gates_at_or_below_zero_make_exact_identities(builder, kwargs):
+    model = builder(**kwargs)
+    _randomize_bn(model)
+    gates, probe = _gate_io(model)
+    for i, gate in enumerate(gates):
+        gate.k.assign(-0.5 if i % 2 else 0.0)
+    outputs = probe.predict(_inputs(model), verbose=0)
+    identity_blocks = 0
+    for gate, (shortcut, out) in zip(gates, outputs):
+        # Projection units (shape change) reduce to their shortcut h(x).
+        np.testing.assert_array_equal(out, shortcut)
+        if not any(layer.name == gate.name.replace("gate", "0_conv") for layer in model.layers):
+            identity_blocks += 1
+    assert identity_blocks >= len(gates) - 2
+    if builder is zoo.gresnet_mlp:  # the whole middle of the net vanishes
+        probe = keras.Model(model.input, [model.get_layer("stem_relu").output,
+                                          gates[-1].output])
+        stem, last = probe.predict(_inputs(model), verbose=0)
+        np.testing.assert_array_equal(stem, last)
+
+
+@pytest.mark.parametrize("builder,kwargs", [
+    (zoo.gresnet_cifar, dict(n=1, **CIFAR_TINY)),
+    (zoo.gresnet_mlp, dict(depth=4)),
+    (zoo.gated_plain_mlp, dict(depth=3)),
+    (zoo.wide_gresnet, dict(n=1, widen_factor=1, **CIFAR_TINY)),
+])
+def test_gradients_reach_every_gate(builder, kwargs):
+    model = builder(**kwargs)
+    x = _inputs(model, batch=8)
+    y = RNG.integers(0, 10, size=8)
+    ks = [g.k for g in gate_layers(model)]
+    with tf.GradientTape() as tape:
+        loss = keras.losses.sparse_categorical_crossentropy(y, model(x, training=True))
+        loss = tf.reduce_mean(loss)
+    grads = tape.gradient(loss, ks)
+    assert ks and all(g is not None and float(abs(g)) > 0 for g in grads)
+
+
+def test_mixed_float16():
+    keras.config.set_dtype_policy("mixed_float16")
+    model = zoo.gresnet_cifar(n=1, **CIFAR_TINY)
+    gates = gate_layers(model)
+    assert all(g.k.dtype == "float32" for g in gates)
+    assert gates[0].compute_dtype == "float16"
+    assert model.get_layer("predictions").compute_dtype == "float32"
+    x = _inputs(model, batch=4)
+    with tf.GradientTape() as tape:
+        out = model(x, training=True)
+        loss = tf.reduce_mean(out[:, 0])
+    grads = tape.gradient(loss, [g.k for g in gates])
+    assert out.dtype == tf.float32 and np.isfinite(out.numpy()).all()
+    np.testing.assert_allclose(out.numpy().sum(axis=1), 1.0, rtol=1e-3)
+    assert all(np.isfinite(float(g)) and float(abs(g)) > 0 for g in grads)
+
+
+# -------------------------------------------- every builder, the Keras contract
+
+def _tiny_kwargs(name):
+    """The smallest configuration of every registered builder."""
+    if name.endswith("_mlp"):
+        return dict(depth=2)
+    if name in ("resnet_cifar", "gresnet_cifar"):
+        return dict(n=1, **CIFAR_TINY)
+    if name.startswith("wide_"):
+        return dict(n=1, widen_factor=1, **CIFAR_TINY)
+    if name == "resnet_imagenet":
+        return dict(depth=50, input_shape=(32, 32, 3))
+    if name[-3:] in ("110", "164") or name.endswith("1001"):
+        return dict(input_shape=(8, 8, 3))
+    return dict(input_shape=(32, 32, 3))
+
+
+@pytest.mark.parametrize("name", [n for n in zoo.list_models() if not n.endswith("1001")]
+                         + [pytest.param("preact_resnet1001", marks=pytest.mark.slow),
+                            pytest.param("resnet1001", marks=pytest.mark.slow)])
+def test_every_builder_builds_and_runs(name):
+    model = zoo.get_model(name, **_tiny_kwargs(name))
+    out = keras.ops.convert_to_numpy(model(_inputs(model, batch=2), training=False))
+    classes = 1000 if model.get_layer("predictions").units == 1000 else 10
+    assert out.shape == (2, classes)
+    np.testing.assert_allclose(out.sum(axis=1), 1.0, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name,kwargs,shapes", [
+    ("resnet_cifar", dict(n=1, **CIFAR_TINY), {None: (None, 4, 4, 64), "avg": (None, 64),
+                                               "max": (None, 64)}),
+    ("preact_resnet164", dict(input_shape=(8, 8, 3)), {None: (None, 2, 2, 256),
+                                                       "avg": (None, 256)}),
+    ("wide_gresnet", dict(n=1, widen_factor=2, **CIFAR_TINY), {"avg": (None, 128)}),
+    ("gresnet50", dict(input_shape=(64, 64, 3)), {None: (None, 2, 2, 2048),
+                                                  "max": (None, 2048)}),
+    ("gresnet_mlp", dict(depth=2), {None: (None, 50), "avg": (None, 50)}),
+])
+def test_feature_extractor_shapes(name, kwargs, shapes):
+    for pooling, shape in shapes.items():
+        model = zoo.get_model(name, include_top=False, pooling=pooling, **kwargs)
+        assert model.output.shape == shape
+        assert "predictions" not in [layer.name for layer in model.layers]
+
+
+def test_input_tensor_and_classes():
+    tensor = keras.Input((16, 16, 1))
+    model = zoo.gresnet_cifar(n=1, input_tensor=tensor, classes=3,
+                              classifier_activation=None)
+    assert model.input is tensor and model.output.shape == (None, 3)
+    mlp = zoo.gresnet_mlp(depth=2, input_shape=(28, 28, 1))
+    assert mlp.get_layer("flatten") is not None
+    assert mlp.predict(np.zeros((1, 28, 28, 1)), verbose=0).shape == (1, 10)
+
+
+@pytest.mark.parametrize("name,kwargs", [
+    ("gresnet_mlp", dict(depth=4)),
+    ("gated_plain_mlp", dict(depth=2)),
+    ("gresnet_cifar", dict(n=1, **CIFAR_TINY)),
+    ("resnet_cifar", dict(n=1, unit="original", shortcut="exclusive_gating", **CIFAR_TINY)),
+    ("resnet_cifar", dict(n=1, block="bottleneck", shortcut="scaling",
+                          residual_scale=0.5, **CIFAR_TINY)),
+    ("resnet_cifar", dict(n=1, unit="bn_after_add", shortcut="dropout", **CIFAR_TINY)),
+    ("wide_gresnet", dict(n=1, widen_factor=2, **CIFAR_TINY)),
+])
+def test_keras_save_load_round_trip(tmp_path, name, kwargs):
+    model = zoo.get_model(name, **kwargs)
+    for gate in gate_layers(model):
+        gate.k.assign(0.7)
+    _randomize_bn(model)
+    x = _inputs(model)
+    path = tmp_path / "model.keras"
+    model.save(path)
+    keras.backend.clear_session()
+    loaded = keras.saving.load_model(path, safe_mode=True)  # no custom_objects
+    np.testing.assert_array_equal(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
+    assert [g.g for g in gate_layers(loaded)] == pytest.approx([0.7] * len(gate_layers(model)))
+    assert [layer.name for layer in loaded.layers] == [layer.name for layer in model.layers]
+
+
+# ----------------------------------------------------------------- bad input
+
+BAD_INPUT = [
+    ("resnet_cifar", dict(n=0), "n must be an integer >= 1"),
+    ("resnet_cifar", dict(n=2.5), "n must be an integer"),
+    ("resnet_cifar", dict(depth=111), "depth must be 6n\\+2"),
+    ("resnet_cifar", dict(depth=32, block="bottleneck"), "depth must be 9n\\+2"),
+    ("resnet_cifar", dict(n=3, depth=110), "disagree"),
+    ("resnet_mlp", dict(depth=3), "depth must be even"),
+    ("gresnet_mlp", dict(depth=7), "depth must be even"),
+    ("plain_mlp", dict(depth=0), "depth must be an integer >= 1"),
+    ("resnet_cifar", dict(unit="postact"), "unit='postact'.*'preact'"),
+    ("resnet_cifar", dict(shortcut="zero_pad"), "shortcut='zero_pad'.*'identity'"),
+    ("resnet_cifar", dict(block="wide"), "block='wide'.*'bottleneck'"),
+    ("gresnet_cifar", dict(shortcut="scaling"), "gated=True.*shortcut"),
+    ("resnet_cifar", dict(classes=0), "classes must be an integer >= 1"),
+    ("plain_mlp", dict(depth=2, classes=-1), "classes must be an integer >= 1"),
+    ("resnet_cifar", dict(input_shape=(2, 2, 3)), "height and width >= 4"),
+    ("preact_resnet50", dict(input_shape=(16, 16, 3)), "height and width >= 32"),
+    ("resnet_cifar", dict(input_shape=(32, 32)), "rank 3"),
+    ("resnet_cifar", dict(input_shape=(32, 32, 3, 1)), "rank 3"),
+    ("gresnet_mlp", dict(depth=2, input_shape=()), "input_shape"),
+    ("resnet_cifar", dict(pooling="mean"), "pooling must be one of"),
+    ("gresnet_mlp", dict(depth=2, weights="fashion_mnist_v0"), "weights='fashion_mnist_v0'.*None"),
+    ("preact_resnet152", dict(weights="imagenet"), "weights='imagenet'.*None"),
+    ("resnet_cifar", dict(include_top="yes"), "include_top must be True or False"),
+    ("resnet_cifar", dict(classifier_activation="softestmax"), "classifier_activation"),
+    ("wide_resnet", dict(widen_factor=0), "widen_factor must be an integer >= 1"),
+    ("wide_resnet", dict(dropout=1.5), "dropout must be a number in \\[0, 1\\)"),
+    ("wide_resnet", dict(depth=30), "depth must be 6n\\+4"),
+    ("resnet_imagenet", dict(depth=34), "depth must be one of \\(50, 101, 152, 200\\)"),
+    ("preact_resnet110", dict(depth=20), "preact_resnet110 fixes depth"),
+    ("resnet_cifar", dict(shortcut_dropout=1.0), "shortcut_dropout must be"),
+]
+
+
+@pytest.mark.parametrize("name,kwargs,message", BAD_INPUT)
+def test_bad_input_raises_before_building(monkeypatch, name, kwargs, message):
+    def no_building(*args, **kw):
+        raise AssertionError("a layer was built before the arguments were checked")
+
+    monkeypatch.setattr(mlp_module, "model_input", no_building)
+    monkeypatch.setattr(resnet_module, "model_input", no_building)
+    with pytest.raises(ValueError, match=message):
+        zoo.get_model(name, **kwargs)
