@@ -1,6 +1,21 @@
-"""The ``keras-gresnet`` command line."""
+"""The ``keras-gresnet`` command line.
+
+    keras-gresnet list ['*gresnet*'] [--build]
+    keras-gresnet train MODEL [--depth 20 ...builder arguments] [--dataset ...]
+                        [--recipe ...] [--epochs ... any recipe field] [--seed ...]
+                        [--out ...] [--strategy ...]
+    keras-gresnet evaluate RUN_FOLDER_OR_MODEL_FILE
+
+Options that are not training options are the builder's arguments
+(``--depth 20``, ``--n 5``, ``--widen-factor 4``, ``--unit original``), and
+every field of the recipe can be overridden (``--epochs``, ``--batch-size``,
+``--learning-rate``/``--lr``, ``--weight-decay``, ``--k-decay``...).
+"""
 
 import argparse
+import ast
+import dataclasses
+import json
 import os
 import sys
 import time
@@ -23,7 +38,7 @@ def cmd_list(args):
 
     names = zoo.list_models(args.pattern)
     if not names:
-        raise SystemExit(f"no model matches pattern={args.pattern!r}; try `keras-gresnet list`")
+        raise ValueError(f"no model matches pattern={args.pattern!r}; try `keras-gresnet list`")
     if not args.build:
         for name in names:
             doc = (zoo.model_builder(name).__doc__ or "").strip().splitlines()[0]
@@ -45,25 +60,218 @@ def cmd_list(args):
                         "params", "build"), text_columns=3)
 
 
+def _literal(text):
+    """``"20"`` -> 20, ``"0.1"`` -> 0.1, ``"(1,2)"`` -> (1, 2), ``"true"`` ->
+    True; anything else stays a string."""
+    lowered = text.lower()
+    if lowered in ("true", "false", "none"):
+        return {"true": True, "false": False, "none": None}[lowered]
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def parse_extra(tokens):
+    """``["--depth", "20", "--k-decay", "--unit=original"]`` ->
+    ``{"depth": 20, "k_decay": True, "unit": "original"}`` (a flag with no
+    value is ``True``)."""
+    options, i = {}, 0
+    while i < len(tokens):
+        token = tokens[i]
+        if not token.startswith("--") or token == "--":
+            raise ValueError(f"unexpected argument {token!r}; options look like --name value")
+        key, eq, value = token[2:].partition("=")
+        if not eq:
+            if i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
+                value, i = tokens[i + 1], i + 1
+            else:
+                value = "true"
+        options[key.replace("-", "_")] = _literal(value)
+        i += 1
+    return options
+
+
+def split_options(options):
+    """``(recipe overrides, builder arguments)`` of the free options."""
+    from keras_gresnet.recipes import Recipe
+
+    fields = {f.name for f in dataclasses.fields(Recipe)} - {"name", "citation"}
+    if "lr" in options:
+        options["learning_rate"] = options.pop("lr")
+    overrides = {k: v for k, v in options.items() if k in fields}
+    builder_kwargs = {k: v for k, v in options.items() if k not in fields}
+    return overrides, builder_kwargs
+
+
+def cmd_train(args, extra):
+    from keras_gresnet import training
+
+    overrides, builder_kwargs = split_options(parse_extra(extra))
+    run = training.train(
+        args.model,
+        out=args.out,
+        overwrite=args.overwrite,
+        dataset=args.dataset,
+        recipe=args.recipe,
+        model_kwargs=builder_kwargs,
+        seed=args.seed,
+        strategy=args.strategy,
+        validation_split=args.validation_split,
+        data_dir=args.data_dir,
+        max_train_examples=args.max_train_examples,
+        max_test_examples=args.max_test_examples,
+        verbose="auto" if sys.stdout.isatty() else 2,
+        **overrides,
+    )
+    r = run.results
+    print(f"{run.config['model']} on {run.config['dataset']}: test error "
+          f"{r['test_error_percent']:.2f}% (loss {r['test_loss']:.4f}) after "
+          f"{r['epochs']} epochs; run folder {run.out}")
+    if r["gates"]:
+        ks = list(r["gates"].values())
+        print(f"gates: {len(ks)}, mean g(k) {sum(ks) / len(ks):.3f}, "
+              f"min {min(ks):.3f}, max {max(ks):.3f}")
+
+
+def cmd_evaluate(args, extra):
+    from keras_gresnet import training
+
+    if extra:
+        raise ValueError(f"unexpected arguments {extra}")
+    result = training.evaluate(args.path, dataset=args.dataset, data_dir=args.data_dir,
+                               preprocessing=args.preprocessing)
+    print(json.dumps(result, indent=2))
+
+
+def cmd_gates(args, extra):
+    from keras_gresnet import analysis, training
+
+    if extra:
+        raise ValueError(f"unexpected arguments {extra}")
+    model, _ = training.load_run(args.path)
+    values = analysis.gate_values(model)
+    if not values:
+        print(f"{model.name} has no gates")
+        return
+    _print_table([(v["index"], v["block"], f"{v['k']:.4f}", f"{v['g']:.4f}") for v in values],
+                 ("index", "block", "k", "g(k)"), text_columns=2)
+    ks = [v["g"] for v in values]
+    print(f"{len(ks)} gates, mean g(k) {sum(ks) / len(ks):.4f}")
+
+
+def cmd_prune(args, extra):
+    from pathlib import Path
+
+    from keras_gresnet import _io, analysis, training
+
+    if extra:
+        raise ValueError(f"unexpected arguments {extra}")
+    if (args.blocks is None) == (args.count is None):
+        raise ValueError("give either --blocks NAME,NAME... or --count N (with --order)")
+    model, config = training.load_run(args.path)
+    if args.blocks is not None:
+        blocks = [int(b) if b.isdigit() else b for b in args.blocks.split(",") if b]
+    else:
+        order = analysis.removal_order(model, args.order, args.seed)
+        if args.count > len(order):
+            raise ValueError(f"--count {args.count}: only {len(order)} blocks can be removed")
+        blocks = order[: args.count]
+    pruned = analysis.prune(model, blocks)
+    source = Path(args.path)
+    out = Path(args.out) if args.out else (
+        source / f"pruned-{len(blocks)}.keras" if source.is_dir()
+        else source.with_name(f"{source.stem}-pruned{len(blocks)}.keras"))
+    if out.suffix != ".keras":
+        raise ValueError(f"--out must end in .keras, got {str(out)!r}")
+    names = [b.name if isinstance(b, analysis.Block) else b for b in blocks]
+    print(f"removed {len(names)} blocks: {', '.join(map(str, names))}")
+    if config is not None or args.dataset:
+        test, _, _ = training.test_data(config, dataset=args.dataset, data_dir=args.data_dir)
+        for label, m in (("before", model), ("after", pruned)):
+            print(f"test accuracy {label}: {100 * analysis.accuracy(m, test):.2f}%")
+    with _io.atomic_path(out) as tmp:
+        pruned.save(tmp)
+    print(f"saved {out}")
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="keras-gresnet",
         description="Gated (GResNet) and pre-activation residual networks for Keras 3.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
+
     p = sub.add_parser("list", help="list the zoo's models")
     p.add_argument("pattern", nargs="?", default="*", help="shell wildcard, e.g. '*gresnet*'")
     p.add_argument("--build", action="store_true",
                    help="build every paper configuration and print layers, gates, params")
-    p.set_defaults(func=cmd_list)
+    p.set_defaults(func=lambda a, extra: cmd_list(a))
+
+    p = sub.add_parser(
+        "train",
+        help="train a zoo model with its paper's recipe",
+        description="Train MODEL (any `keras-gresnet list` name). Other --options are "
+        "recipe fields (--epochs, --batch-size, --lr, --weight-decay, --k-decay, ...) "
+        "or builder arguments (--depth 20, --n 5, --unit original, ...).",
+    )
+    p.add_argument("model")
+    p.add_argument("--dataset", help="mnist, fashion_mnist, cifar10, cifar100 (default: the paper's)")
+    p.add_argument("--recipe", help="gr_mnist, preact_cifar, preact_cifar_he, wrn_cifar "
+                   "(default: the paper's)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", help="run folder (default runs/MODEL-DATASET-seedSEED)")
+    p.add_argument("--overwrite", action="store_true", help="retrain a finished run folder")
+    p.add_argument("--strategy", default="auto",
+                   help="auto (mirrored when >1 GPU), default, one_device, mirrored")
+    p.add_argument("--validation-split", type=float, default=0.0)
+    p.add_argument("--data-dir", help="folder with the dataset's files (offline)")
+    p.add_argument("--max-train-examples", type=int)
+    p.add_argument("--max-test-examples", type=int)
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("evaluate", help="test error of a run folder or a .keras file")
+    p.add_argument("path")
+    p.add_argument("--dataset")
+    p.add_argument("--data-dir")
+    p.add_argument("--preprocessing", help="for a bare .keras file: scale, mean, meanstd")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("gates", help="k and g(k) of every gate of a run or .keras file")
+    p.add_argument("path")
+    p.set_defaults(func=cmd_gates)
+
+    p = sub.add_parser("prune", help="remove residual blocks (GR's layer pruning)")
+    p.add_argument("path", help="a run folder or a .keras file")
+    p.add_argument("--blocks", help="comma-separated block names or indices, e.g. block7,block9")
+    p.add_argument("--count", type=int, help="remove this many blocks in --order")
+    p.add_argument("--order", default="greedy", help="greedy (smallest g(k) first) or random")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random order")
+    p.add_argument("--out", help="the pruned model (.keras); default beside the input")
+    p.add_argument("--dataset", help="evaluate before/after on this test set (bare .keras)")
+    p.add_argument("--data-dir")
+    p.set_defaults(func=cmd_prune)
     return parser
 
 
 def main(argv=None):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    args = build_parser().parse_args(argv)
-    args.func(args)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command == "list":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    try:
+        args.func(args, extra)
+    except ValueError as error:  # bad input: one clear line, no traceback
+        print(f"keras-gresnet {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except RuntimeError as error:
+        if type(error).__name__ != "TrainingDiverged":
+            raise
+        print(f"keras-gresnet {args.command}: {error}", file=sys.stderr)
+        return 3
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -542,6 +542,13 @@ def make_dataset(
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
+def _subset(indices, limit, seed):
+    """At most ``limit`` of ``indices``, a seeded random choice kept in order."""
+    if limit is None or limit >= len(indices):
+        return indices
+    return np.sort(np.random.default_rng(seed).choice(indices, limit, replace=False))
+
+
 def split_indices(num_examples, validation_split, seed=0):
     """``(train, validation)`` sorted index arrays: a seeded random
     ``validation_split`` fraction of ``range(num_examples)`` and the rest."""
@@ -597,6 +604,8 @@ def pipeline(
     flatten=False,
     drop_remainder=False,
     seed=0,
+    max_train_examples=None,
+    max_test_examples=None,
 ):
     """Train / validation / test datasets of ``name``, as the papers feed them.
 
@@ -617,6 +626,9 @@ def pipeline(
             validation, chosen by ``seed``; 0 for none.
         augment, padding, flatten, drop_remainder, seed: as in
             :func:`make_dataset` (``drop_remainder`` applies to ``train`` only).
+        max_train_examples, max_test_examples: keep a seeded random subset of
+            at most this many training (after the validation split) and test
+            examples, for quick runs; ``None`` keeps all.
     """
     check_choice(name, "name", tuple(DATASETS))
     check_choice(preprocessing, "preprocessing", PREPROCESSINGS)
@@ -624,10 +636,17 @@ def pipeline(
     check_int(padding, "padding", 0)
     check_int(seed, "seed", 0)
     validation_split = check_rate(validation_split, "validation_split")
+    for value, argument in ((max_train_examples, "max_train_examples"),
+                            (max_test_examples, "max_test_examples")):
+        if value is not None:
+            check_int(value, argument, 1)
 
     images, labels, source = _load(name, "train", data_dir, download)
     test_images, test_labels, test_source = _load(name, "test", data_dir, download)
     train_index, validation_index = split_indices(len(images), validation_split, seed)
+    train_index = _subset(train_index, max_train_examples, seed)
+    test_index = _subset(np.arange(len(test_images)), max_test_examples, seed)
+    test_images, test_labels = test_images[test_index], test_labels[test_index]
     fitted = Preprocessing.fit(preprocessing, images[train_index])
     common = dict(batch_size=batch_size, preprocessing=fitted, flatten=flatten)
     train = make_dataset(
@@ -660,6 +679,8 @@ def pipeline(
         flatten=flatten,
         drop_remainder=drop_remainder,
         seed=seed,
+        max_train_examples=max_train_examples,
+        max_test_examples=max_test_examples,
         source={"train": source, "test": test_source},
     )
     return Pipeline(

@@ -2,6 +2,8 @@
 constructible by name."""
 
 import fnmatch
+import inspect
+import re
 
 _MODELS = {}
 
@@ -44,6 +46,23 @@ def model_builder(name):
         ) from None
 
 
+_BAD_CALL = re.compile(r"unexpected keyword argument|missing \d+ required|takes \d+ positional")
+
+
 def get_model(name, **kwargs):
-    """Build the registered model ``name`` with the builder's ``kwargs``."""
-    return model_builder(name)(**kwargs)
+    """Build the registered model ``name`` with the builder's ``kwargs``.
+
+    A wrong argument name is a ``ValueError`` that shows the builder's
+    signature (the name-driven callers, e.g. the command line, pass
+    arguments they cannot check against a Python signature themselves).
+    """
+    builder = model_builder(name)
+    try:
+        return builder(**kwargs)
+    except TypeError as error:
+        if not _BAD_CALL.search(str(error)):
+            raise
+        raise ValueError(
+            f"{error}; {name} takes {name}{inspect.signature(builder)} (see "
+            f"help(keras_gresnet.zoo.{name}) for the arguments it passes on)"
+        ) from None

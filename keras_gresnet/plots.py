@@ -1,0 +1,454 @@
+"""Plots of a run's CSV logs and of GR's analyses, as PNG files.
+
+A run folder holds ``history.csv`` (Keras ``CSVLogger``: ``epoch, accuracy,
+loss, val_*, test_*, ...``) and ``gates.csv`` (``epoch, index, block, k, g``,
+one row per epoch and gate; epoch -1 = before training). The readers here
+parse them; each ``plot_*`` function mirrors one of GR's figures or tables.
+
+Figures are drawn with matplotlib's Agg canvas (no display, no pyplot state)
+and written atomically: rendered to a temporary file next to ``path``, then
+moved over it, so an interrupted call never leaves a half-written PNG.
+
+Example::
+
+    from keras_gresnet import plots
+    plots.plot_history("run/history.csv", "run/history.png")
+    plots.plot_gates_over_epochs("run/gates.csv", "run/gates.png")
+"""
+
+import csv
+import math
+import numbers
+import os
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import Normalize
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
+
+from keras_gresnet._io import atomic_path
+
+HISTORY_COLUMNS = ("epoch", "loss", "accuracy")
+GATES_COLUMNS = ("epoch", "index", "block", "k", "g")
+# history.csv prefixes, in plotting order: training, validation, test.
+SPLITS = {"": "train", "val_": "validation", "test_": "test"}
+# Up to this many blocks get a legend entry each; more get a colorbar.
+_MAX_LEGEND = 10
+_DPI = 100
+
+
+# --------------------------------------------------------------------------
+# CSV readers.
+
+
+def _read_csv(path, required):
+    """``(columns, rows)`` of ``path``, rows as dicts of strings, after
+    checking its header holds every ``required`` column."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValueError(f"path must be a file path, got {path!r}")
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        columns = reader.fieldnames or []
+        missing = [c for c in required if c not in columns]
+        if missing:
+            raise ValueError(
+                f"{os.fspath(path)}: missing column(s) {', '.join(missing)} "
+                f"(header: {','.join(columns) or 'empty'})"
+            )
+        return columns, list(reader)
+
+
+def _number(text, cast, path, line, column):
+    # CSVLogger writes "NA" for a value missing at some epoch.
+    if cast is float and text in ("", "NA", "nan"):
+        return math.nan
+    try:
+        return cast(text)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{os.fspath(path)}, line {line}: column {column} is {text!r}, not a number"
+        ) from None
+
+
+def read_history(path):
+    """``history.csv`` (Keras ``CSVLogger``) as ``{column: [values per epoch]}``.
+
+    Every column is read as numbers (``epoch`` as int, the others as float;
+    ``NA`` or empty as NaN), whatever their order. ``epoch``, ``loss`` and
+    ``accuracy`` are required; ``val_*`` / ``test_*`` are optional.
+
+    Raises:
+        ValueError: a required column is missing (the message names the file
+            and the column) or a value is not a number.
+    """
+    columns, rows = _read_csv(path, HISTORY_COLUMNS)
+    return {
+        column: [
+            _number(row[column], int if column == "epoch" else float, path, line, column)
+            for line, row in enumerate(rows, start=2)
+        ]
+        for column in columns
+    }
+
+
+def read_gates(path):
+    """``gates.csv`` as a list of ``{"epoch", "index", "block", "k", "g"}``
+    dicts (``epoch``, ``index`` ints; ``k``, ``g`` floats).
+
+    Raises:
+        ValueError: a required column is missing (the message names the file
+            and the column) or a value is not a number.
+    """
+    casts = {"epoch": int, "index": int, "block": str, "k": float, "g": float}
+    return [
+        {c: _number(row[c], cast, path, line, c) for c, cast in casts.items()}
+        for line, row in enumerate(_read_csv(path, GATES_COLUMNS)[1], start=2)
+    ]
+
+
+# --------------------------------------------------------------------------
+# Argument checks (before any drawing).
+
+
+def _check_path(path):
+    """``path`` must name a ``.png`` file in an existing folder."""
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path).lower().endswith(".png"):
+        raise ValueError(f"path must be a .png file path, got {path!r}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ValueError(f"path {os.fspath(path)!r}: folder {folder} does not exist")
+    return os.fspath(path)
+
+
+def _check_title(title, argument="title"):
+    if title is not None and not isinstance(title, str):
+        raise ValueError(f"{argument} must be a string or None, got {title!r}")
+    return title
+
+
+def _check_series(x, y, argument, x_name="x", y_name="y"):
+    """Two equally long, non-empty sequences of numbers, as float lists."""
+    try:
+        x, y = [float(v) for v in x], [float(v) for v in y]
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{argument}: {x_name} and {y_name} must be sequences of numbers"
+        ) from None
+    if not x or len(x) != len(y):
+        raise ValueError(
+            f"{argument}: {x_name} and {y_name} must be non-empty and equally long, "
+            f"got {len(x)} and {len(y)}"
+        )
+    return x, y
+
+
+def _check_mapping(value, argument):
+    if not isinstance(value, dict) or not value:
+        raise ValueError(f"{argument} must be a non-empty dict, got {value!r}")
+    return value
+
+
+def _check_history(history, argument="history"):
+    """A history dict (or a path to ``history.csv``, read) whose series all
+    have one value per epoch; ``epoch`` defaults to ``0, 1, ...``."""
+    if isinstance(history, (str, os.PathLike)):
+        history = read_history(history)
+    _check_mapping(history, argument)
+    missing = [c for c in ("loss", "accuracy") if c not in history]
+    if missing:
+        raise ValueError(f"{argument} has no {', '.join(missing)} series")
+    if "epoch" in history:
+        epochs = history["epoch"]
+    elif hasattr(history["loss"], "__len__"):
+        epochs = range(len(history["loss"]))
+    else:
+        raise ValueError(f"{argument}: loss must be a sequence of numbers")
+    checked = {
+        column: _check_series(epochs, values, argument, "epoch", column)[1]
+        for column, values in history.items()
+    }
+    checked["epoch"] = [float(e) for e in epochs]
+    return checked
+
+
+def _error_percent(accuracies):
+    return [100.0 * (1.0 - a) for a in accuracies]
+
+
+# --------------------------------------------------------------------------
+# Figure setup and atomic save.
+
+
+def _figure(panels=1, title=None, size=(6.4, 4.2)):
+    """A pyplot-free Agg figure with ``panels`` axes side by side."""
+    fig = Figure(figsize=(size[0] * panels, size[1]), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, panels, squeeze=False)[0]
+    if title:
+        fig.suptitle(title)
+    for ax in axes:
+        ax.grid(True, alpha=0.3)
+        # Epochs, blocks and depths are counts: no ticks at 0.5.
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    return fig, axes
+
+
+def _save(fig, path):
+    """Write ``fig`` to ``path`` as a PNG, atomically."""
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=_DPI)
+    return path
+
+
+def _block_colors(indices):
+    """A viridis colour per block index, and the matching colour scale."""
+    scale = ScalarMappable(Normalize(min(indices), max(max(indices), min(indices) + 1)), "viridis")
+    return [scale.to_rgba(i) for i in indices], scale
+
+
+# --------------------------------------------------------------------------
+# Plots.
+
+
+def plot_history(history, path, title=None):
+    """Training curves of one run (GR Figure 4 style): loss (log scale) and
+    error % = ``100 (1 - accuracy)`` vs epoch, for training and for every
+    ``val_`` / ``test_`` series present.
+
+    Args:
+        history: ``{column: [value per epoch]}`` as :func:`read_history`
+            returns, or a path to ``history.csv``.
+        path: the ``.png`` to write.
+        title: figure title.
+
+    Returns:
+        ``path``.
+    """
+    path, title = _check_path(path), _check_title(title)
+    history = _check_history(history)
+    fig, (loss_ax, error_ax) = _figure(2, title)
+    for prefix, split in SPLITS.items():
+        if f"{prefix}loss" in history:
+            loss_ax.plot(history["epoch"], history[f"{prefix}loss"], label=split)
+        if f"{prefix}accuracy" in history:
+            error = _error_percent(history[f"{prefix}accuracy"])
+            error_ax.plot(history["epoch"], error, label=split)
+    losses = [v for c, vs in history.items() if c.endswith("loss") for v in vs]
+    if all(v > 0 for v in losses if not math.isnan(v)):
+        loss_ax.set_yscale("log")
+    loss_ax.set(xlabel="epoch", ylabel="loss")
+    error_ax.set(xlabel="epoch", ylabel="error %")
+    for ax in (loss_ax, error_ax):
+        ax.legend()
+    return _save(fig, path)
+
+
+def plot_gates_over_epochs(gates, path, title=None):
+    """Each gate's ``k`` over the epochs, one line per block coloured by its
+    position in the network (the evolution behind GR Figures 5 and 7's final
+    ``k``). Epoch -1, if present, is the value before training (GR: 1).
+
+    Args:
+        gates: rows ``{"epoch", "index", "block", "k", ...}`` as
+            :func:`read_gates` returns, or a path to ``gates.csv``.
+        path: the ``.png`` to write.
+        title: figure title.
+
+    Returns:
+        ``path``.
+    """
+    path, title = _check_path(path), _check_title(title)
+    if isinstance(gates, (str, os.PathLike)):
+        gates = read_gates(gates)
+    if not isinstance(gates, (list, tuple)) or not gates:
+        raise ValueError(f"gates must be a non-empty list of rows, got {gates!r}")
+    series = {}  # index -> (block name, [(epoch, k)])
+    for row in gates:
+        if (
+            not isinstance(row, dict)
+            or any(c not in row for c in ("epoch", "index", "block", "k"))
+            or not isinstance(row["index"], numbers.Integral)
+        ):
+            raise ValueError(
+                f"gates: each row needs epoch, an integer index, block and k, got {row!r}"
+            )
+        block, points = series.setdefault(row["index"], (row["block"], []))
+        if block != row["block"]:
+            raise ValueError(
+                f"gates: index {row['index']} is both {block!r} and {row['block']!r}"
+            )
+        points.append((row["epoch"], row["k"]))
+    fig, (ax,) = _figure(1, title)
+    indices = sorted(series)
+    colors, scale = _block_colors(indices)
+    for color, index in zip(colors, indices):
+        block, points = series[index]
+        epochs, ks = zip(*sorted(points))
+        ax.plot(epochs, ks, color=color, label=f"{index}: {block}")
+    ax.axhline(0, color="black", linewidth=0.8)  # k <= 0: the block is an identity
+    ax.set(xlabel="epoch", ylabel="gate k")
+    if len(indices) <= _MAX_LEGEND:
+        ax.legend(fontsize="small")
+    else:
+        fig.colorbar(scale, ax=ax, label="block index (network order)")
+    return _save(fig, path)
+
+
+def plot_k_per_block(blocks, ks, path, title=None, highlight=None):
+    """Final ``k`` of every block in network order, as bars (GR Figures 5 and
+    7: the WRN's lowest ``k`` are at its projection blocks 1, 5, 9).
+
+    Args:
+        blocks: block names (or numbers), in network order.
+        ks: one ``k`` per block.
+        path: the ``.png`` to write.
+        title: figure title.
+        highlight: positions in ``blocks`` (0-based) to draw in another
+            colour, e.g. the blocks with a projection shortcut.
+
+    Returns:
+        ``path``.
+    """
+    path, title = _check_path(path), _check_title(title)
+    if isinstance(blocks, (str, bytes)) or not hasattr(blocks, "__len__"):
+        raise ValueError(f"blocks must be a sequence of block names, got {blocks!r}")
+    _, ks = _check_series(range(len(blocks)), ks, "ks", "blocks", "ks")
+    highlight = [] if highlight is None else list(highlight)
+    bad = [
+        i for i in highlight
+        if not isinstance(i, numbers.Integral) or isinstance(i, bool) or not 0 <= i < len(ks)
+    ]
+    if bad:
+        raise ValueError(
+            f"highlight must hold block positions in [0, {len(ks)}), got {bad}"
+        )
+    fig, (ax,) = _figure(1, title, size=(max(6.4, 0.25 * len(ks)), 4.2))
+    positions = range(len(ks))
+    colors = ["tab:orange" if i in highlight else "tab:blue" for i in positions]
+    ax.bar(positions, ks, color=colors)
+    if highlight:
+        ax.legend(handles=[Patch(color="tab:orange", label="highlighted")])
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xticks(list(positions), [str(b) for b in blocks], rotation=90, fontsize="small")
+    ax.set(xlabel="block", ylabel="final k")
+    return _save(fig, path)
+
+
+def plot_mean_k_vs_depth(depths, mean_ks, path, labels=None, reference=None):
+    """Mean ``k`` of the gates vs network depth (GR Table 2: it falls from
+    5.58 at d=2 to 0.67 at d=100). The x axis is logarithmic when the depths
+    span a factor of 10 or more.
+
+    Args:
+        depths: the depths (e.g. GR's middle-layer counts ``d``).
+        mean_ks: one mean ``k`` per depth.
+        path: the ``.png`` to write.
+        labels: optional text per point (e.g. model names), written next to it.
+        reference: optional published series drawn dashed: a
+            ``(depths, mean_ks)`` pair, or ``{label: (depths, mean_ks)}``.
+
+    Returns:
+        ``path``.
+    """
+    path = _check_path(path)
+    depths, mean_ks = _check_series(depths, mean_ks, "mean_ks", "depths", "mean_ks")
+    if labels is not None:
+        labels = [str(label) for label in labels]
+        if len(labels) != len(depths):
+            raise ValueError(
+                f"labels must have one entry per depth ({len(depths)}), got {len(labels)}"
+            )
+    if reference is not None and not isinstance(reference, dict):
+        reference = {"reference": reference}
+    references = {}
+    for label, series in (reference or {}).items():
+        if not isinstance(series, (list, tuple)) or len(series) != 2:
+            raise ValueError(f"reference {label!r} must be a (depths, mean_ks) pair")
+        references[label] = _check_series(*series, f"reference {label!r}", "depths", "mean_ks")
+    fig, (ax,) = _figure(1)
+    ax.plot(depths, mean_ks, marker="o", label="measured")
+    for label, (x, y) in references.items():
+        ax.plot(x, y, linestyle="--", marker="s", label=label)
+    for x, y, text in zip(depths, mean_ks, labels or []):
+        ax.annotate(text, (x, y), textcoords="offset points", xytext=(4, 4), fontsize="small")
+    all_depths = depths + [d for x, _ in references.values() for d in x]
+    if min(all_depths) > 0 and max(all_depths) >= 10 * min(all_depths):
+        ax.set_xscale("log")
+        ticks = sorted(set(all_depths))
+        ax.set_xticks(ticks, [f"{d:g}" for d in ticks], minor=False)
+        ax.set_xticks([], minor=True)
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set(xlabel="depth", ylabel="mean k")
+    ax.legend()
+    return _save(fig, path)
+
+
+def plot_pruning_curves(curves, path, title=None):
+    """Accuracy vs number of blocks removed, no retraining (GR Figure 5:
+    GResNet greedy (smallest ``k`` first) and random vs ResNet random).
+
+    Args:
+        curves: ``{label: (removed_counts, accuracies)}``.
+        path: the ``.png`` to write.
+        title: figure title.
+
+    Returns:
+        ``path``.
+    """
+    path, title = _check_path(path), _check_title(title)
+    _check_mapping(curves, "curves")
+    checked = {}
+    for label, curve in curves.items():
+        if not isinstance(curve, (list, tuple)) or len(curve) != 2:
+            raise ValueError(f"curves[{label!r}] must be a (removed_counts, accuracies) pair")
+        checked[label] = _check_series(
+            *curve, f"curves[{label!r}]", "removed_counts", "accuracies"
+        )
+    fig, (ax,) = _figure(1, title)
+    for label, (removed, accuracies) in checked.items():
+        ax.plot(removed, accuracies, marker=".", label=str(label))
+    ax.set(xlabel="blocks removed", ylabel="accuracy")
+    ax.legend()
+    return _save(fig, path)
+
+
+def plot_training_curves_grid(runs, path):
+    """Test (else validation) error % vs epoch, one panel per depth, one line
+    per model (GR Figure 4: plain vs ResNet vs GResNet at each depth).
+
+    Args:
+        runs: ``{depth: {model_label: history}}``, each history as
+            :func:`plot_history` takes it (a dict or a ``history.csv`` path)
+            with a ``test_accuracy`` or ``val_accuracy`` series.
+        path: the ``.png`` to write.
+
+    Returns:
+        ``path``.
+    """
+    path = _check_path(path)
+    _check_mapping(runs, "runs")
+    panels = {}
+    for depth, models in runs.items():
+        _check_mapping(models, f"runs[{depth!r}]")
+        panels[depth] = {}
+        for label, history in models.items():
+            argument = f"runs[{depth!r}][{label!r}]"
+            history = _check_history(history, argument)
+            split = next((p for p in ("test_", "val_") if f"{p}accuracy" in history), None)
+            if split is None:
+                raise ValueError(f"{argument} has no test_accuracy or val_accuracy series")
+            panels[depth][label] = (history["epoch"], history[f"{split}accuracy"], split)
+    fig, axes = _figure(len(panels), size=(4.8, 4.0))
+    labels = list(dict.fromkeys(label for models in panels.values() for label in models))
+    for ax, (depth, models) in zip(axes, panels.items()):
+        splits = {split for *_, split in models.values()}
+        for label, (epochs, accuracies, split) in models.items():
+            color = f"C{labels.index(label) % 10}"  # one colour per model in every panel
+            name = label if len(splits) == 1 else f"{label} ({SPLITS[split]})"
+            ax.plot(epochs, _error_percent(accuracies), color=color, label=name)
+        which = SPLITS[splits.pop()] + " " if len(splits) == 1 else ""
+        ax.set(title=f"depth {depth}", xlabel="epoch", ylabel=f"{which}error %")
+        ax.legend(fontsize="small")
+    return _save(fig, path)

@@ -1,0 +1,178 @@
+"""Gate values, residual blocks, pruning and pruning curves (GR Fig. 5/7)."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_gresnet import analysis, cli, data, training, zoo
+
+RNG = np.random.default_rng(0)
+CIFAR_TINY = dict(input_shape=(16, 16, 3))
+
+
+def _randomize_bn(model):
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.BatchNormalization):
+            for w in (layer.moving_mean, layer.beta):
+                w.assign(RNG.normal(size=w.shape, scale=0.3).astype("float32"))
+
+
+def _x(model, batch=5):
+    return RNG.normal(size=(batch, *model.input.shape[1:])).astype("float32")
+
+
+def test_gate_values_in_network_order():
+    model = zoo.gresnet_cifar(n=2, **CIFAR_TINY)
+    for i, gate in enumerate(model.layers[j] for j in range(len(model.layers))
+                             if model.layers[j].name.endswith("_gate")):
+        gate.k.assign(0.5 - 0.25 * i)
+    values = analysis.gate_values(model)
+    assert [v["block"] for v in values] == [
+        f"conv{s}_block{b}" for s in (2, 3, 4) for b in (1, 2)]
+    assert [v["layer"] for v in values] == [f"{v['block']}_gate" for v in values]
+    assert [v["index"] for v in values] == list(range(6))
+    assert [v["k"] for v in values] == pytest.approx([0.5, 0.25, 0.0, -0.25, -0.5, -0.75])
+    assert [v["g"] for v in values] == pytest.approx([0.5, 0.25, 0, 0, 0, 0])  # g = ReLU
+    assert analysis.gate_values(zoo.resnet_cifar(n=1, **CIFAR_TINY)) == []
+
+
+def test_residual_blocks_gated_and_ungated():
+    gated = analysis.residual_blocks(zoo.gresnet_cifar(n=2, **CIFAR_TINY))
+    plain = analysis.residual_blocks(zoo.resnet_cifar(n=2, **CIFAR_TINY))
+    assert [b.name for b in gated] == [b.name for b in plain]
+    assert [b.removable for b in gated] == [True, True, False, True, False, True]
+    assert all(b.gate == f"{b.name}_gate" for b in gated) and all(b.gate is None for b in plain)
+    mlp = analysis.residual_blocks(zoo.gresnet_mlp(depth=24))
+    assert [b.name for b in mlp] == [f"block{i}" for i in range(1, 13)]
+    assert mlp[0].layers == ("block1_1_dense", "block1_1_bn", "block1_1_relu",
+                             "block1_2_dense", "block1_2_bn", "block1_2_relu", "block1_gate")
+    assert len(analysis.residual_blocks(zoo.gated_plain_mlp(depth=3))) == 3
+    assert analysis.residual_blocks(zoo.plain_mlp(depth=3)) == []
+
+
+@pytest.mark.parametrize("builder,kwargs,block", [
+    (zoo.gresnet_mlp, dict(depth=6), "block2"),
+    (zoo.gated_plain_mlp, dict(depth=4), "block3"),
+    (zoo.gresnet_cifar, dict(n=2, **CIFAR_TINY), "conv3_block2"),
+    (zoo.wide_gresnet, dict(n=2, widen_factor=1, **CIFAR_TINY), "conv4_block2"),
+])
+def test_removing_a_closed_gate_changes_nothing(builder, kwargs, block):
+    model = builder(**kwargs)
+    _randomize_bn(model)
+    model.get_layer(f"{block}_gate").k.assign(-0.3)  # g(k) = 0
+    pruned = analysis.prune(model, [block])
+    x = _x(model)
+    np.testing.assert_array_equal(pruned.predict(x, verbose=0), model.predict(x, verbose=0))
+    assert not any(layer.name.startswith(block + "_") for layer in pruned.layers)
+    # An open gate's block does matter: removing it changes the outputs.
+    other = next(b for b in analysis.residual_blocks(model) if b.removable and b.name != block)
+    changed = analysis.prune(model, [other.name]).predict(x, verbose=0)
+    assert not np.allclose(changed, model.predict(x, verbose=0))
+
+
+def test_prune_bookkeeping_and_original_untouched():
+    model = zoo.resnet_mlp(depth=8)
+    before = [w.copy() for w in model.get_weights()]
+    layers_before = len(model.layers)
+    blocks = analysis.residual_blocks(model)
+    pruned = analysis.prune(model, [1, "block3"])
+    removed_params = sum(model.get_layer(n).count_params() for b in (blocks[1], blocks[2])
+                         for n in b.layers)
+    assert pruned.count_params() == model.count_params() - removed_params
+    assert len(pruned.layers) == layers_before - 14
+    assert [b.name for b in analysis.residual_blocks(pruned)] == ["block1", "block4"]
+    assert len(model.layers) == layers_before
+    assert all(np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
+    for layer in pruned.layers:  # copies, not shared layers
+        assert layer is not model.get_layer(layer.name)
+        for a, b in zip(layer.get_weights(), model.get_layer(layer.name).get_weights()):
+            np.testing.assert_array_equal(a, b)
+    # Removing every block leaves stem -> classifier.
+    empty = analysis.prune(model, range(4))
+    assert analysis.residual_blocks(empty) == []
+    assert empty.output.shape == (None, 10)
+
+
+def test_prune_rejects_projection_and_unknown_blocks():
+    model = zoo.gresnet_cifar(n=1, **CIFAR_TINY)
+    with pytest.raises(ValueError, match="conv3_block1.*projection"):
+        analysis.prune(model, ["conv3_block1"])
+    with pytest.raises(ValueError, match="Unknown block 'conv9_block1'"):
+        analysis.prune(model, ["conv9_block1"])
+    with pytest.raises(ValueError, match="block index 7 out of range"):
+        analysis.prune(model, [7])
+
+
+def test_pruned_model_saves_and_reloads(tmp_path):
+    model = zoo.gresnet_cifar(n=2, **CIFAR_TINY)
+    _randomize_bn(model)
+    pruned = analysis.prune(model, ["conv2_block2", "conv4_block2"])
+    path = tmp_path / "pruned.keras"
+    pruned.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    x = _x(model)
+    np.testing.assert_array_equal(loaded.predict(x, verbose=0), pruned.predict(x, verbose=0))
+    assert len(analysis.gate_values(loaded)) == 4
+
+
+def test_removal_order():
+    model = zoo.gresnet_mlp(depth=8)
+    for k, block in zip((0.9, 0.1, 0.5, -1.0), ("block1", "block2", "block3", "block4")):
+        model.get_layer(f"{block}_gate").k.assign(k)
+    greedy = [b.name for b in analysis.removal_order(model, "greedy")]
+    assert greedy == ["block4", "block2", "block3", "block1"]  # smallest g(k) first
+    random_a = [b.name for b in analysis.removal_order(model, "random", seed=1)]
+    assert random_a == [b.name for b in analysis.removal_order(model, "random", seed=1)]
+    assert sorted(random_a) == sorted(greedy)
+    with pytest.raises(ValueError, match="order='random'"):
+        analysis.removal_order(zoo.resnet_mlp(depth=4), "greedy")
+    with pytest.raises(ValueError, match="order='best'"):
+        analysis.removal_order(model, "best")
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("analysis") / "run"
+    training.train("gresnet_mlp", model_kwargs=dict(depth=12), dataset="fashion_mnist",
+                   epochs=3, max_train_examples=6000, max_test_examples=1000, out=out,
+                   verbose=0)
+    return out
+
+
+def test_pruning_curve_on_a_trained_model(trained_run):
+    """Bar: the curve starts at the model's own accuracy; closing one gate
+    (g = 0) makes the greedy order remove that block first at no cost; every
+    point after that lies below the full model (removing open blocks from a
+    trained net never helped it here), and removing all 6 blocks costs more
+    than 5 points. The curve need not be monotone: measured here, removing a
+    third block won back 4 points after the second cost 10."""
+    model, config = training.load_run(trained_run)
+    model.get_layer("block4_gate").k.assign(0.0)
+    test, _, _ = training.test_data(config)
+    full = analysis.accuracy(model, test)
+    curve = analysis.pruning_curve(model, test, order="greedy")
+    assert curve["removed"] == list(range(7)) and curve["order"][0] == "block4"
+    assert curve["accuracy"][0] == pytest.approx(full)
+    assert curve["accuracy"][1] == pytest.approx(curve["accuracy"][0])
+    assert all(a < full for a in curve["accuracy"][2:]), curve["accuracy"]
+    assert curve["accuracy"][-1] < full - 0.05
+    random = analysis.pruning_curve(model, test, order="random", seed=3, counts=[0, 3])
+    assert random["removed"] == [0, 3] and random["accuracy"][0] == pytest.approx(full)
+    with pytest.raises(ValueError, match="only 6 blocks"):
+        analysis.pruning_curve(model, test, counts=[7])
+
+
+def test_cli_gates_and_prune(trained_run, capsys, tmp_path):
+    assert cli.main(["gates", str(trained_run)]) == 0
+    printed = capsys.readouterr().out
+    assert "block1" in printed and "block6" in printed and "6 gates, mean g(k)" in printed
+    out = tmp_path / "pruned.keras"
+    assert cli.main(["prune", str(trained_run), "--count", "2", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "removed 2 blocks" in printed and "test accuracy after" in printed
+    pruned = keras.saving.load_model(out, safe_mode=True)
+    assert len(analysis.residual_blocks(pruned)) == 4
+    assert cli.main(["prune", str(trained_run), "--blocks", "block2,block9"]) == 2
+    assert "Unknown block 'block9'" in capsys.readouterr().err
+    assert not (trained_run / "pruned-2.keras").exists()
+    assert cli.main(["prune", str(trained_run)]) == 2  # neither --blocks nor --count
