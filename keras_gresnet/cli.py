@@ -5,6 +5,8 @@
                         [--recipe ...] [--epochs ... any recipe field] [--seed ...]
                         [--out ...] [--strategy ...]
     keras-gresnet evaluate RUN_FOLDER_OR_MODEL_FILE
+    keras-gresnet weights list ['*mlp*'] | download NAME | verify [NAME]
+                          [--cache-dir DIR]
 
 Options that are not training options are the builder's arguments
 (``--depth 20``, ``--n 5``, ``--widen-factor 4``, ``--unit original``), and
@@ -195,6 +197,52 @@ def cmd_prune(args, extra):
     print(f"saved {out}")
 
 
+def _size(size):
+    if size is None:
+        return ""
+    return f"{size / 2**20:.1f} MiB" if size >= 2**20 else f"{size / 2**10:.1f} KiB"
+
+
+def cmd_weights(args, extra):
+    """The published weights: list them, download one, verify the cache."""
+    from keras_gresnet import weights
+
+    if extra:
+        raise ValueError(f"unexpected arguments {extra}")
+    if args.action == "list":
+        entries = weights.list_weights(args.pattern)
+        if not entries and not weights.list_weights():
+            print(f"no published weights yet (registry: {weights.REGISTRY_FILE})")
+            return
+        if not entries:
+            raise ValueError(f"no published weights match pattern={args.pattern!r} "
+                             f"(registry: {weights.REGISTRY_FILE})")
+        rows = [(e["name"], e["builder"],
+                 ", ".join(f"{k}={v!r}" for k, v in sorted(e["builder_kwargs"].items())),
+                 e["dataset"],
+                 "" if e.get("test_error_percent") is None else f"{e['test_error_percent']:.2f}%",
+                 _size(e.get("size")), e["status"]) for e in entries]
+        _print_table(rows, ("name", "builder", "args", "dataset", "test error", "size",
+                            "status"), text_columns=4)
+    elif args.action == "download":
+        print(weights.weights_path(args.name, cache_dir=args.cache_dir))
+    else:
+        if args.name is not None:
+            weights.get_weights(args.name)  # an unknown name is an error, not "no match"
+        report = weights.verify_cache(args.name or "*", cache_dir=args.cache_dir)
+        if not report:
+            print(f"no published weights (registry: {weights.REGISTRY_FILE})")
+            return
+        _print_table([(name, status, "" if path is None else str(path))
+                      for name, path, status in report], ("name", "status", "file"),
+                     text_columns=3)
+        bad = [name for name, _, status in report if status.startswith("MISMATCH")]
+        if bad:
+            raise ValueError(f"{len(bad)} cached file(s) did not match their sha256 and were "
+                             f"removed: {', '.join(bad)}; `keras-gresnet weights download "
+                             f"NAME` fetches them again")
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="keras-gresnet",
@@ -251,6 +299,19 @@ def build_parser():
     p.add_argument("--dataset", help="evaluate before/after on this test set (bare .keras)")
     p.add_argument("--data-dir")
     p.set_defaults(func=cmd_prune)
+
+    p = sub.add_parser("weights", help="published weights: list, download, verify the cache")
+    actions = p.add_subparsers(dest="action", required=True)
+    a = actions.add_parser("list", help="the registry (zoo/weights.json)")
+    a.add_argument("pattern", nargs="?", default="*", help="shell wildcard, e.g. '*mlp*'")
+    a = actions.add_parser("download", help="fetch (or find) one file, verified by sha256")
+    a.add_argument("name")
+    a.add_argument("--cache-dir", help="cache root (files go in CACHE_DIR/models; "
+                   "default $KERAS_HOME, else ~/.keras)")
+    a = actions.add_parser("verify", help="re-hash the cached files; a mismatch is removed")
+    a.add_argument("name", nargs="?")
+    a.add_argument("--cache-dir", help="cache root, as for download")
+    p.set_defaults(func=cmd_weights)
     return parser
 
 

@@ -276,23 +276,7 @@ def _check_run_folder(out, config, overwrite):
     return True
 
 
-def train(
-    model,
-    *,
-    out=None,
-    overwrite=False,
-    verbose="auto",
-    dataset=None,
-    recipe=None,
-    model_kwargs=None,
-    seed=0,
-    strategy="auto",
-    validation_split=0.0,
-    data_dir=None,
-    max_train_examples=None,
-    max_test_examples=None,
-    **overrides,
-):
+def train(model, *, out=None, overwrite=False, verbose="auto", **kwargs):
     """Train the zoo model ``model`` with its paper's recipe; returns a :class:`Run`.
 
     Args:
@@ -301,51 +285,45 @@ def train(
             An unfinished run there is resumed; a finished one is refused
             unless ``overwrite``.
         verbose: Keras' ``fit`` verbosity (``"auto"``: a progress bar).
-        dataset: ``mnist``, ``fashion_mnist``, ``cifar10`` or ``cifar100``
-            (default: the paper's).
-        recipe: a :data:`keras_gresnet.recipes.RECIPES` name (default: the paper's).
-        model_kwargs: builder arguments (``depth=20``, ``n=5``...).
-        seed: seeds weights, shuffling and augmentation; with it a CPU run is
-            repeatable (ops are made deterministic).
-        strategy: ``"auto"``, ``"default"``, ``"one_device"`` or ``"mirrored"``
-            (:func:`make_strategy`). The recipe's ``batch_size`` is per
-            replica: the global batch is ``batch_size * replicas``. BatchNorm
-            uses each replica's statistics, as the papers' multi-GPU runs did.
-        validation_split: fraction of the training set held out (reported as
-            ``val_*``); the test set is evaluated after every epoch (``test_*``).
-        data_dir: a folder with the dataset's files (see :func:`keras_gresnet.data.load`).
-        max_train_examples, max_test_examples: seeded subsets, for quick runs.
-        **overrides: recipe fields (``epochs``, ``batch_size``,
-            ``learning_rate``, ``weight_decay``, ``k_decay``...).
+        **kwargs: the run's config, as :func:`resolve_config` takes it:
+            ``dataset`` (default: the paper's), ``recipe`` (default: the
+            paper's), ``model_kwargs`` (builder arguments: ``depth=20``...),
+            ``seed`` (seeds weights, shuffling and augmentation; ops are made
+            deterministic, so a CPU run is repeatable), ``strategy``
+            (:func:`make_strategy`; the recipe's ``batch_size`` is per replica,
+            the global batch ``batch_size * replicas``, and BatchNorm uses each
+            replica's statistics, as the papers' multi-GPU runs did),
+            ``validation_split`` (held out of the training set, reported as
+            ``val_*``; the test set is evaluated after every epoch as
+            ``test_*``), ``data_dir``, ``max_train_examples`` /
+            ``max_test_examples`` (seeded subsets, for quick runs), and any
+            recipe field (``epochs``, ``batch_size``, ``learning_rate``,
+            ``weight_decay``, ``k_decay``...).
 
     Raises:
         TrainingDiverged: the loss became NaN or infinite (the run folder keeps
             its history and backup, no model.keras).
     """
-    config = resolve_config(
-        model, dataset=dataset, recipe=recipe, model_kwargs=model_kwargs, seed=seed,
-        strategy=strategy, validation_split=validation_split, data_dir=data_dir,
-        max_train_examples=max_train_examples, max_test_examples=max_test_examples,
-        **overrides,
-    )
+    config = resolve_config(model, **kwargs)
+    seed = config["seed"]
     recipe = recipes.Recipe.from_config(config["recipe"])
     out = Path(out or f"runs/{config['model']}-{config['dataset']}-seed{seed}")
     resumed = _check_run_folder(out, config, overwrite)
 
     keras.utils.set_random_seed(seed)
     tf.config.experimental.enable_op_determinism()
-    dist = make_strategy(strategy)
+    dist = make_strategy(config["strategy"])
     replicas = dist.num_replicas_in_sync
     pipe = data.pipeline(
         config["dataset"],
-        data_dir=data_dir,
+        data_dir=config["data_dir"],
         preprocessing=recipe.preprocessing,
         batch_size=recipe.batch_size * replicas,
-        validation_split=validation_split,
+        validation_split=config["validation_split"],
         augment=recipe.augment,
         seed=seed,
-        max_train_examples=max_train_examples,
-        max_test_examples=max_test_examples,
+        max_train_examples=config["max_train_examples"],
+        max_test_examples=config["max_test_examples"],
     )
     config["data"] = pipe.config
     config["replicas"] = replicas

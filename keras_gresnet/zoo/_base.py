@@ -1,41 +1,37 @@
 """What every zoo builder shares: the Keras Applications arguments, their
 checks (made before any layer is built), the input and the classifier head."""
 
-import json
 import math
-from pathlib import Path
 
 import keras
 
+from keras_gresnet import weights as published
 from keras_gresnet._checks import check_int
 from keras_gresnet.layers import ResidualGate
 
 POOLINGS = (None, "avg", "max")
 
-# The published-weights registry lives in the repository's top-level zoo/.
-_REGISTRY_FILE = Path(__file__).resolve().parents[2] / "zoo" / "weights.json"
-
 
 def weight_entries():
     """Published weight entries, ``{name: entry}``, each entry naming its
-    ``builder``. Empty until weights are published."""
-    if not _REGISTRY_FILE.exists():
-        return {}
-    with open(_REGISTRY_FILE) as f:
-        return {entry["name"]: entry for entry in json.load(f)}
+    ``builder`` (:func:`keras_gresnet.weights.list_weights`)."""
+    return {entry["name"]: entry for entry in published.list_weights()}
 
 
 def check_weights(weights, builder):
-    if weights is None:
-        return None
-    names = sorted(n for n, e in weight_entries().items() if e["builder"] == builder)
-    if weights not in names:
-        raise ValueError(
-            f"weights={weights!r} has no registry entry for {builder}; accepted: "
-            f"None{''.join(', ' + repr(n) for n in names)}"
-        )
-    # Loading lands with the weights registry; refuse rather than ignore.
-    raise NotImplementedError(f"loading registry weights {weights!r}")
+    """``weights=`` of ``builder``: ``None``, one of its published names, or a
+    path to a ``.keras`` / ``.weights.h5`` file (or a preset folder); a
+    ``ValueError`` names what is accepted. Returns the registry entry of a
+    name (its input shape is the default), else ``None``."""
+    return published.check_argument(weights, builder)
+
+
+def load_requested_weights(model, weights, *, include_top, classes):
+    """Load what ``weights=`` asked for into the freshly built ``model`` (the
+    last step of every builder); returns ``model``."""
+    if weights is not None:
+        published.load_into(model, weights, include_top=include_top, classes=classes)
+    return model
 
 
 def check_common(
@@ -69,10 +65,11 @@ def check_common(
             f"classifier_activation must be None or a Keras activation name or "
             f"callable (e.g. 'softmax'), got {classifier_activation!r}"
         ) from None
+    entry = check_weights(weights, builder)
     if input_shape is None and input_tensor is not None:
         input_shape = tuple(input_tensor.shape[1:])
-    if input_shape is None:
-        input_shape = default_shape
+    if input_shape is None:  # Keras Applications: the weights decide the default
+        input_shape = tuple(entry["input_shape"]) if entry else default_shape
     try:
         input_shape = tuple(None if d is None else int(d) for d in input_shape)
     except (TypeError, ValueError):
@@ -103,7 +100,6 @@ def check_common(
                     f"input_shape of {builder} needs height and width >= {min_size}, "
                     f"got {input_shape!r}"
                 )
-    check_weights(weights, builder)
     return input_shape
 
 
@@ -141,19 +137,20 @@ def head(x, *, include_top, pooling, classes, classifier_activation, spatial=Tru
     return x
 
 
-def transfer_weights(source, target, *, skip_missing=True):
+def transfer_weights(source, target, *, skip_missing=True, exclude=()):
     """Copy weights from ``source`` to ``target`` layer by layer, matched by
     name (the zoo's names are systematic, so a gated model and its ungated
     twin, or a model and its pruned copy, share them).
 
     Layers of ``target`` absent from ``source`` (e.g. the gates) keep their
-    weights when ``skip_missing``; otherwise they raise. Returns the names of
-    the layers copied. Shapes must agree.
+    weights when ``skip_missing``; otherwise they raise. Layers named in
+    ``exclude`` (e.g. a new ``predictions`` head) are left as they are.
+    Returns the names of the layers copied. Shapes must agree.
     """
     copied = []
     source_layers = {layer.name: layer for layer in source.layers}
     for layer in target.layers:
-        if not layer.weights:
+        if not layer.weights or layer.name in exclude:
             continue
         src = source_layers.get(layer.name)
         if src is None:

@@ -9,7 +9,7 @@ import keras
 
 from keras_gresnet.layers import dense_layer, dense_unit
 from keras_gresnet._checks import check_int
-from keras_gresnet.zoo._base import check_common, head, model_input
+from keras_gresnet.zoo._base import check_common, head, load_requested_weights, model_input
 from keras_gresnet.zoo._registry import register_model
 
 GR_DEPTHS = (2, 10, 20, 50, 100)  # GR Table 1
@@ -46,8 +46,10 @@ def mlp(
         k_initial: initial gate value (GR: 1).
         bn_momentum: BatchNorm momentum (Keras' default, which GR used).
         include_top, weights, input_tensor, input_shape, pooling, classes,
-        classifier_activation, name: as in Keras Applications. ``input_shape``
-        defaults to ``(784,)``; any rank is flattened. ``pooling`` has no effect
+        classifier_activation, name: as in Keras Applications; ``weights`` is
+        ``None``, a published name or a ``.keras`` / ``.weights.h5`` path
+        (:mod:`keras_gresnet.weights`). ``input_shape`` defaults to the
+        weights' or ``(784,)``; any rank is flattened. ``pooling`` has no effect
         (the features are already a vector).
     """
     depth = check_int(depth, "depth", 1)
@@ -89,7 +91,8 @@ def mlp(
         classifier_activation=classifier_activation,
         spatial=False,
     )
-    return keras.Model(inputs, x, name=name or f"{builder}_{depth}")
+    model = keras.Model(inputs, x, name=name or f"{builder}_{depth}")
+    return load_requested_weights(model, weights, include_top=include_top, classes=classes)
 
 
 def _mlp_builder(fn_name, residual, gated, title):

@@ -1,26 +1,51 @@
 """Name -> builder registry (timm style): every zoo builder is listable and
 constructible by name."""
 
+import contextvars
 import fnmatch
+import functools
 import inspect
 import re
 
 _MODELS = {}
+# False while a registered builder runs: builders delegate to one another
+# (gresnet_cifar -> resnet_cifar), and only the outermost call sees the
+# arguments as the user, and a published weights entry, spelled them.
+_OUTERMOST = contextvars.ContextVar("keras_gresnet_outermost_builder", default=True)
 
 
 def register_model(fn=None, *, configs=None):
     """Register a builder under its function name.
 
     ``configs`` lists the builder's paper configurations as keyword dicts
-    (e.g. GR Table 1's depths); ``[{}]`` (the defaults) when omitted.
+    (e.g. GR Table 1's depths); ``[{}]`` (the defaults) when omitted. A call
+    with ``weights=`` a published name first checks that the weights fit its
+    arguments (:func:`keras_gresnet.weights.check_fits`).
     """
 
     def wrap(fn):
         if fn.__name__ in _MODELS:
             raise ValueError(f"model {fn.__name__!r} is already registered")
-        fn.paper_configs = [dict(c) for c in (configs or [{}])]
-        _MODELS[fn.__name__] = fn
-        return fn
+
+        @functools.wraps(fn)
+        def builder(*args, **kwargs):
+            if not _OUTERMOST.get():
+                return fn(*args, **kwargs)
+            token = _OUTERMOST.set(False)
+            try:
+                if kwargs.get("weights") is not None:
+                    # Published weights must fit these arguments; checked
+                    # before anything is built or downloaded.
+                    from keras_gresnet import weights
+
+                    weights.check_call(fn, args, kwargs)
+                return fn(*args, **kwargs)
+            finally:
+                _OUTERMOST.reset(token)
+
+        builder.paper_configs = [dict(c) for c in (configs or [{}])]
+        _MODELS[fn.__name__] = builder
+        return builder
 
     return wrap(fn) if fn is not None else wrap
 

@@ -11,7 +11,7 @@ import keras
 from keras_gresnet.layers import BLOCKS, UNITS, check_unit_args, conv, residual_unit
 from keras_gresnet.layers.units import PREACT_UNITS
 from keras_gresnet._checks import check_choice, check_int, check_rate
-from keras_gresnet.zoo._base import check_common, head, model_input
+from keras_gresnet.zoo._base import check_common, head, load_requested_weights, model_input
 from keras_gresnet.zoo._registry import register_model
 
 CIFAR_WIDTHS = (16, 32, 64)  # HE / GR CIFAR nets
@@ -70,7 +70,9 @@ def resnet(
         bn_momentum, bn_epsilon: passed to every
             :func:`keras_gresnet.layers.residual_unit`.
         include_top, weights, input_tensor, input_shape, pooling, classes,
-        classifier_activation, name: as in Keras Applications.
+        classifier_activation, name: as in Keras Applications; ``weights`` is
+            ``None``, a published name or a ``.keras`` / ``.weights.h5`` path
+            (:mod:`keras_gresnet.weights`).
         builder: name of the public builder (for error messages and weights).
     """
     if not isinstance(stage_sizes, (list, tuple)) or not stage_sizes:
@@ -153,7 +155,8 @@ def resnet(
         classes=classes,
         classifier_activation=classifier_activation,
     )
-    return keras.Model(inputs, x, name=name)
+    model = keras.Model(inputs, x, name=name)
+    return load_requested_weights(model, weights, include_top=include_top, classes=classes)
 
 
 def _depth_to_n(depth, layers_per_unit, extra, argument="depth"):

@@ -1,0 +1,678 @@
+"""Published weights: the registry (the repository's ``zoo/weights.json``), the
+cache, sha256-verified downloads, loading into zoo models, and presets.
+
+A builder's ``weights=`` goes through here::
+
+    model = zoo.gresnet_mlp(depth=20, weights="gresnet_mlp20_fashion_mnist")
+    model = zoo.gresnet_mlp(depth=20, weights="run/model.keras")   # any saved file
+    weights.list_weights("*mlp*")
+
+A weight file is looked for, in order, in the cache (``$KERAS_HOME/models``,
+Keras' convention, or ``cache_dir/models``), in the repository's
+``zoo/weights/``, and at ``$KERAS_GRESNET_WEIGHTS_URL`` + file name (default
+:data:`DEFAULT_BASE_URL`). Every file is re-hashed before use: a cached file
+whose sha256 differs is removed, a download that does not verify leaves
+nothing in the cache.
+
+The zoo builders call into this module; it reaches the builders through
+``keras_gresnet.zoo``, imported on use (the zoo imports this module).
+"""
+
+import fnmatch
+import hashlib
+import inspect
+import json
+import logging
+import numbers
+import os
+import re
+import shutil
+import warnings
+from pathlib import Path
+
+import h5py
+import keras
+
+from keras_gresnet import __version__
+from keras_gresnet._io import write_json
+
+logger = logging.getLogger(__name__)
+
+# The registry of published weight files, one entry per file.
+REGISTRY_FILE = Path(__file__).resolve().parents[1] / "zoo" / "weights.json"
+# Weight files shipped with a repository checkout (looked for before a download).
+SHIPPED_DIR = REGISTRY_FILE.parent / "weights"
+# The project's release URL, where published weight files are downloaded from
+# (a placeholder until the first weights are released: set it then). A mirror,
+# or any folder served over HTTP, is set with $KERAS_GRESNET_WEIGHTS_URL.
+DEFAULT_BASE_URL = "https://github.com/keras-gresnet/keras-gresnet/releases/download/weights/"
+URL_ENV = "KERAS_GRESNET_WEIGHTS_URL"
+CACHE_SUBDIR = "models"  # as keras.applications caches its weights
+
+PUBLISHED = "published"
+NOT_TRAINED = "not yet trained"
+STATUSES = (PUBLISHED, NOT_TRAINED)
+SUFFIXES = (".keras", ".weights.h5")
+
+# Fields of every entry; a "published" entry also has FILE_FIELDS.
+FIELDS = (
+    "name", "builder", "builder_kwargs", "dataset", "input_shape", "classes",
+    "class_names", "preprocessing", "command", "params", "status",
+)
+FILE_FIELDS = ("test_error_percent", "file", "size", "sha256", "keras_version", "date")
+
+# Builder arguments that do not decide the architecture a weight file fits.
+_NOT_ARCHITECTURE = frozenset({
+    "include_top", "weights", "input_tensor", "input_shape", "pooling", "classes",
+    "classifier_activation", "name", "builder",
+})
+# Set by the entry's own fields (or by loading), never by its builder_kwargs.
+_RESERVED = frozenset({"include_top", "weights", "input_tensor", "input_shape", "classes"})
+# Arguments that only act in training: k is loaded, BN momentum and dropout
+# change nothing at inference.
+_TRAINING_ONLY = frozenset({"k_initial", "bn_momentum", "dropout"})
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+PRESET_CONFIG = "config.json"
+PRESET_WEIGHTS = "model.weights.h5"
+PRESET_METADATA = "metadata.json"
+
+
+class WeightsError(ValueError):
+    """A weight file that cannot be had (not cached, download failed) or does
+    not verify (sha256)."""
+
+
+# --------------------------------------------------------------- registry
+
+
+def _validate(entry, where):
+    """Check one registry entry; ``ValueError`` naming the entry and field."""
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where}: an entry must be a JSON object, got {entry!r}")
+    name = entry.get("name")
+    where = f"{where} ({name!r})" if isinstance(name, str) else where
+    status = entry.get("status")
+    required = FIELDS + (FILE_FIELDS if status == PUBLISHED else ())
+    for field in required:
+        if field not in entry or entry[field] is None:
+            raise ValueError(f"{where}: field {field!r} is missing")
+
+    def bad(field, what):
+        raise ValueError(f"{where}: field {field!r} must be {what}, got {entry[field]!r}")
+
+    if not isinstance(name, str) or not _NAME.match(name):
+        bad("name", "a name of letters, digits, '_', '.' and '-'")
+    if status not in STATUSES:
+        bad("status", f"one of {STATUSES}")
+    for field in ("builder", "dataset", "command"):
+        if not isinstance(entry[field], str) or not entry[field]:
+            bad(field, "a non-empty string")
+    if not isinstance(entry["builder_kwargs"], dict):
+        bad("builder_kwargs", "an object of builder arguments")
+    reserved = sorted(_RESERVED & set(entry["builder_kwargs"]))
+    if reserved:
+        bad("builder_kwargs", f"the architecture arguments only (not {reserved}: "
+            f"the entry's own fields give them)")
+    shape = entry["input_shape"]
+    if not isinstance(shape, list) or not shape or not all(
+        isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape
+    ):
+        bad("input_shape", "a list of positive sizes, e.g. [28, 28, 1]")
+    for field in ("classes", "params"):
+        if isinstance(entry[field], bool) or not isinstance(entry[field], int) or entry[field] < 1:
+            bad(field, "an integer >= 1")
+    names = entry["class_names"]
+    if not isinstance(names, list) or len(names) != entry["classes"] or not all(
+        isinstance(n, str) for n in names
+    ):
+        bad("class_names", f"a list of {entry['classes']} strings (one per class)")
+    preprocessing = entry["preprocessing"]
+    if not isinstance(preprocessing, dict) or set(preprocessing) != {"method", "mean", "std"}:
+        bad("preprocessing", "an object with method, mean and std (Preprocessing.get_config())")
+    from keras_gresnet.data import Preprocessing
+
+    try:
+        Preprocessing.from_config(preprocessing)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{where}: field 'preprocessing': {error}") from None
+    if status == NOT_TRAINED:
+        given = [f for f in FILE_FIELDS if entry.get(f) is not None]
+        if given:
+            raise ValueError(
+                f"{where}: a {NOT_TRAINED!r} entry carries no file; drop {given} "
+                f"or set status to {PUBLISHED!r}"
+            )
+        return entry
+    file = entry["file"]
+    if not isinstance(file, str) or Path(file).name != file or not file.endswith(SUFFIXES):
+        bad("file", f"a bare file name ending in {' or '.join(SUFFIXES)}")
+    if not isinstance(entry["sha256"], str) or not _SHA256.match(entry["sha256"]):
+        bad("sha256", "64 lowercase hex digits")
+    if isinstance(entry["size"], bool) or not isinstance(entry["size"], int) or entry["size"] < 1:
+        bad("size", "the file size in bytes")
+    error = entry["test_error_percent"]
+    if isinstance(error, bool) or not isinstance(error, numbers.Real) or not 0 <= error <= 100:
+        bad("test_error_percent", "a number in [0, 100]")
+    for field in ("keras_version", "date"):
+        if not isinstance(entry[field], str) or not entry[field]:
+            bad(field, "a non-empty string")
+    return entry
+
+
+def _read_registry():
+    """``{name: entry}`` of :data:`REGISTRY_FILE`, every entry validated."""
+    path = Path(REGISTRY_FILE)
+    if not path.exists():
+        return {}
+    try:
+        entries = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not valid JSON ({error})") from None
+    if not isinstance(entries, list):
+        raise ValueError(f"{path}: must hold a JSON list of entries, got {type(entries).__name__}")
+    registry = {}
+    for i, entry in enumerate(entries):
+        _validate(entry, f"{path}: entry {i}")
+        if entry["name"] in registry:
+            raise ValueError(f"{path}: entry {i}: name {entry['name']!r} appears twice")
+        registry[entry["name"]] = entry
+    return registry
+
+
+def list_weights(pattern="*"):
+    """Registry entries (dicts) whose name matches the shell wildcard
+    ``pattern``, sorted by name, e.g. ``list_weights("*mlp*")``."""
+    if not isinstance(pattern, str):
+        raise ValueError(f"pattern must be a shell wildcard string, got {pattern!r}")
+    registry = _read_registry()
+    return [registry[n] for n in sorted(registry) if fnmatch.fnmatchcase(n, pattern)]
+
+
+def get_weights(name):
+    """The registry entry ``name``."""
+    registry = _read_registry()
+    if name in registry:
+        return registry[name]
+    close = [n for n in sorted(registry) if isinstance(name, str) and name.lower() in n.lower()]
+    accepted = ", ".join(map(repr, close or sorted(registry))) or "none yet"
+    raise ValueError(
+        f"Unknown weights name={name!r}; {'similar' if close else 'published'}: {accepted} "
+        f"(see keras_gresnet.weights.list_weights() or `keras-gresnet weights list`)"
+    )
+
+
+def _published(entry):
+    if entry["status"] != PUBLISHED:
+        raise ValueError(
+            f"weights {entry['name']!r} are {NOT_TRAINED}: there is no file to load. "
+            f"They are produced by: {entry['command']}"
+        )
+    return entry
+
+
+# ------------------------------------------------------------------ files
+
+
+def sha256_of(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _keras_home():
+    """Keras' own convention: ``$KERAS_HOME``, else ``~/.keras`` (``/tmp/.keras``
+    where the home folder is not writable)."""
+    if "KERAS_HOME" in os.environ:
+        return Path(os.environ["KERAS_HOME"]).expanduser()
+    home = Path("~").expanduser()
+    return (home if os.access(home, os.W_OK) else Path("/tmp")) / ".keras"
+
+
+def cache_folder(cache_dir=None):
+    """Where weight files are cached: ``{cache_dir or $KERAS_HOME}/models``."""
+    return (Path(cache_dir).expanduser() if cache_dir else _keras_home()) / CACHE_SUBDIR
+
+
+def base_url():
+    """``$KERAS_GRESNET_WEIGHTS_URL`` (a mirror), else :data:`DEFAULT_BASE_URL`."""
+    url = os.environ.get(URL_ENV) or DEFAULT_BASE_URL
+    return url if url.endswith("/") else url + "/"
+
+
+def _verified(path, entry, *, remove):
+    """Whether ``path`` holds the entry's bytes; a bad file is removed when
+    ``remove`` (the cache), else only skipped (a checkout's files)."""
+    if not path.is_file():
+        return False
+    if sha256_of(path) == entry["sha256"]:
+        return True
+    if remove:
+        path.unlink()
+        logger.warning("removed %s from the cache: its sha256 is not %s", path, entry["sha256"])
+    else:
+        logger.warning("ignored %s: its sha256 is not %s", path, entry["sha256"])
+    return False
+
+
+def weights_path(name, cache_dir=None):
+    """The verified local file of the published weights ``name``: from the
+    cache, the repository's ``zoo/weights/``, or downloaded into the cache."""
+    entry = _published(get_weights(name))
+    folder = cache_folder(cache_dir)
+    cached = folder / entry["file"]
+    if _verified(cached, entry, remove=True):
+        return cached
+    shipped = Path(SHIPPED_DIR) / entry["file"]
+    if _verified(shipped, entry, remove=False):
+        return shipped
+    return _download(entry, folder)
+
+
+def _download(entry, folder):
+    """Download the entry's file into ``folder`` under a temporary name and
+    move it into place only once its sha256 is right: an interrupted or bad
+    download leaves nothing in the cache (``keras.utils.get_file`` itself
+    leaves a file that fails its hash check behind)."""
+    file, sha256 = entry["file"], entry["sha256"]
+    origin = base_url() + file
+    by_hand = (
+        f"To install it by hand, put {file} (sha256 {sha256}, {entry['size']} bytes) "
+        f"in {folder}; to download from a mirror, set {URL_ENV} to the URL of the "
+        f"folder that holds it."
+    )
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise WeightsError(f"weights {entry['name']!r}: cannot create the cache folder "
+                           f"{folder} ({error}); pass cache_dir") from None
+    tmp = folder / f".{file}.part{os.getpid()}"
+    try:
+        try:
+            fetched = Path(keras.utils.get_file(
+                tmp.name, origin=origin, file_hash=sha256, hash_algorithm="sha256",
+                cache_dir=str(folder.parent), cache_subdir=folder.name,
+            ))
+        except Exception as error:  # get_file raises a bare Exception when offline
+            raise WeightsError(
+                f"weights {entry['name']!r}: could not download {file} from {origin} "
+                f"({error}). {by_hand}"
+            ) from error
+        if fetched != tmp:  # get_file falls back to /tmp/.keras for a read-only folder
+            fetched.unlink(missing_ok=True)
+            raise WeightsError(f"weights {entry['name']!r}: cannot write to the cache "
+                               f"folder {folder}; pass cache_dir. {by_hand}")
+        if sha256_of(tmp) != sha256:
+            raise WeightsError(
+                f"weights {entry['name']!r}: the download of {file} from {origin} does "
+                f"not have sha256 {sha256}; nothing was kept. {by_hand}"
+            )
+        os.replace(tmp, folder / file)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return folder / file
+
+
+def verify_cache(pattern="*", cache_dir=None):
+    """Re-hash the cached files of the published entries matching ``pattern``:
+    ``[(name, path, status)]`` with status ``"OK"``, ``"MISMATCH (removed)"``
+    (the bad file is deleted), ``"missing"`` or ``"not yet trained"``."""
+    folder = cache_folder(cache_dir)
+    report = []
+    for entry in list_weights(pattern):
+        if entry["status"] != PUBLISHED:
+            report.append((entry["name"], None, NOT_TRAINED))
+            continue
+        path = folder / entry["file"]
+        if not path.is_file():
+            status = "missing"
+        elif _verified(path, entry, remove=True):
+            status = "OK"
+        else:
+            status = "MISMATCH (removed)"
+        report.append((entry["name"], path, status))
+    return report
+
+
+# ----------------------------------------------------- fitting and loading
+
+
+def _canonical(value):
+    """JSON's view of a value (tuples are lists), for comparisons."""
+    return json.loads(json.dumps(value, default=repr))
+
+
+def _architecture(builder, builder_kwargs):
+    """The arguments of ``builder`` that decide its weights, without those
+    given at the builder's own default."""
+    from keras_gresnet import zoo
+
+    params = inspect.signature(zoo.model_builder(builder)).parameters
+    arch = {}
+    for key, value in builder_kwargs.items():
+        if key in _NOT_ARCHITECTURE or key in _TRAINING_ONLY:
+            continue
+        default = params[key].default if key in params else inspect.Parameter.empty
+        if default is inspect.Parameter.empty or _canonical(value) != _canonical(default):
+            arch[key] = _canonical(value)
+    return arch
+
+
+def _call(builder, kwargs):
+    return f"{builder}({', '.join(f'{k}={v!r}' for k, v in sorted(kwargs.items()))})"
+
+
+def check_fits(entry, builder, builder_kwargs, input_shape=None):
+    """Refuse (``ValueError`` naming both) weights that do not fit the
+    requested ``builder(**builder_kwargs)`` with ``input_shape`` (``None``:
+    the entry's). ``entry``: a registry name or entry. Made before anything
+    is downloaded.
+
+    Arguments that only act in training (``k_initial``, ``bn_momentum``,
+    ``dropout``) may differ; any other must equal the entry's (an argument
+    left out counts as the builder's default)."""
+    if isinstance(entry, str):
+        entry = get_weights(entry)
+    trained_shape = tuple(entry["input_shape"])
+    problems = []
+    if builder != entry["builder"]:
+        problems.append(f"builder {builder!r} is not {entry['builder']!r}")
+    else:
+        trained = _architecture(entry["builder"], entry["builder_kwargs"])
+        requested = _architecture(builder, dict(builder_kwargs or {}))
+        for key in sorted(trained.keys() | requested.keys()):
+            want, have = requested.get(key, "(default)"), trained.get(key, "(default)")
+            if want != have:
+                problems.append(f"{key}={want!r} is not {key}={have!r}")
+    if input_shape is not None:
+        try:
+            shape = tuple(None if d is None else int(d) for d in input_shape)
+        except (TypeError, ValueError):
+            shape = input_shape
+        if shape != trained_shape:
+            problems.append(f"input_shape {shape} is not {trained_shape}")
+    if problems:
+        asked = {k: v for k, v in (builder_kwargs or {}).items() if k not in _NOT_ARCHITECTURE}
+        shape = "" if input_shape is None else f" with input_shape {tuple(input_shape)}"
+        raise ValueError(
+            f"weights {entry['name']!r} were trained for "
+            f"{_call(entry['builder'], entry['builder_kwargs'])} with input_shape "
+            f"{trained_shape}; they do not fit the requested {_call(builder, asked)}{shape}: "
+            f"{'; '.join(problems)}"
+        )
+    return entry
+
+
+def _is_path(weights):
+    """A path (``.keras``, ``.weights.h5``, a preset folder), not a name."""
+    return isinstance(weights, os.PathLike) or (
+        isinstance(weights, str)
+        and (weights.endswith(SUFFIXES) or os.sep in weights or _is_preset(Path(weights)))
+    )
+
+
+def _is_preset(path):
+    return path.is_dir() and (path / PRESET_CONFIG).is_file()
+
+
+def check_argument(weights, builder):
+    """Check a builder's ``weights=`` before anything is built: ``None``, a
+    published name of ``builder``, a ``.keras`` / ``.weights.h5`` file, or a
+    preset folder. Returns the registry entry for a name, else ``None``."""
+    if weights is None:
+        return None
+    if _is_path(weights):
+        path = Path(weights)
+        if not (path.is_file() and path.name.endswith(SUFFIXES)) and not _is_preset(path):
+            raise ValueError(
+                f"weights={str(weights)!r}: no such .keras or .weights.h5 file or preset "
+                f"folder (weights accepts None, a published name, or such a path)"
+            )
+        return None
+    registry = _read_registry() if isinstance(weights, str) else {}
+    entry = registry.get(weights)
+    if entry is None or entry["builder"] != builder:
+        names = sorted(n for n, e in registry.items()
+                       if e["builder"] == builder and e["status"] == PUBLISHED)
+        raise ValueError(
+            f"weights={weights!r} has no registry entry for {builder}; accepted: "
+            f"None{''.join(', ' + repr(n) for n in names)}, or a path to a .keras or "
+            f".weights.h5 file"
+        )
+    return _published(entry)
+
+
+def check_call(builder, args, kwargs):
+    """``check_fits`` for a public builder call ``builder(*args, **kwargs)``
+    whose ``weights=`` names a registry entry (the zoo's registry calls it
+    for the outermost builder, which sees the arguments as the entry lists
+    them). Anything else is left to the builder's own checks."""
+    weights = kwargs.get("weights")
+    if not isinstance(weights, str) or _is_path(weights):
+        return
+    entry = _read_registry().get(weights)
+    if entry is None:
+        return
+    try:
+        bound = inspect.signature(builder).bind(*args, **kwargs)
+    except TypeError:
+        return  # the builder reports its own bad call
+    call = {}
+    for key, value in bound.arguments.items():
+        kind = bound.signature.parameters[key].kind
+        call.update(value if kind is inspect.Parameter.VAR_KEYWORD else {key: value})
+    input_shape = call.get("input_shape")
+    if input_shape is None and call.get("input_tensor") is not None:
+        input_shape = tuple(call["input_tensor"].shape[1:])
+    check_fits(entry, builder.__name__, call, input_shape)
+
+
+def _h5_variable_count(path):
+    with h5py.File(path, "r") as f:
+        count = []
+        f.visititems(lambda _, obj: count.append(1) if isinstance(obj, h5py.Dataset) else None)
+    return len(count)
+
+
+def _load_exact(model, path, *, without_top=False):
+    """Keras' ``load_weights`` of a file saved from this very architecture
+    (``without_top``: from it with a ``predictions`` head). Keras matches
+    variables by layer order and ignores extra ones, so the variable count is
+    checked first."""
+    stored = _h5_variable_count(path)
+    expected = len(model.weights) + (2 if without_top else 0)  # the head's kernel, bias
+    if stored != expected:
+        raise ValueError(
+            f"{path} holds {stored} variables, {model.name} "
+            f"{'with a head ' if without_top else ''}has {expected}: it was saved from "
+            f"another architecture (a .keras file or a preset loads by layer name)"
+        )
+    try:
+        with warnings.catch_warnings():
+            # A load that fails also warns about Keras' internal groups; the
+            # ValueError below says what is wrong.
+            warnings.filterwarnings("ignore", "Skipping nested container", UserWarning)
+            model.load_weights(path)
+    except ValueError as error:  # Keras' message goes on to print the arrays
+        raise ValueError(f"{path} does not fit {model.name}: "
+                         f"{str(error).strip().splitlines()[0]}") from None
+    return model
+
+
+def _entry_model(entry, path):
+    """The model the entry's file was saved from, loaded from ``path``."""
+    if path.name.endswith(".keras"):
+        return keras.saving.load_model(path, compile=False, safe_mode=True)
+    from keras_gresnet import zoo
+
+    model = zoo.get_model(
+        entry["builder"], **entry["builder_kwargs"],
+        input_shape=tuple(entry["input_shape"]), classes=entry["classes"],
+    )
+    return _load_exact(model, path)
+
+
+def _source_model(name_or_path, cache_dir=None):
+    """The full model (with its head) behind a registry name, a ``.keras``
+    file or a preset folder; ``None`` for a bare ``.weights.h5``."""
+    if not _is_path(name_or_path):
+        entry = _published(get_weights(name_or_path))
+        return _entry_model(entry, weights_path(entry["name"], cache_dir))
+    path = Path(name_or_path)
+    if _is_preset(path) or (path.name == PRESET_WEIGHTS and _is_preset(path.parent)):
+        return from_preset(path if path.is_dir() else path.parent)
+    if path.is_file() and path.name.endswith(".keras"):
+        return keras.saving.load_model(path, compile=False, safe_mode=True)
+    if path.is_file() and path.name.endswith(".weights.h5"):
+        return None
+    raise ValueError(
+        f"{str(name_or_path)!r} is not a published name, a .keras or .weights.h5 "
+        f"file, or a preset folder"
+    )
+
+
+def _head(model):
+    layers = {layer.name: layer for layer in model.layers}
+    return layers.get("predictions")
+
+
+def load_into(model, name_or_path, *, include_top=None, classes=None, cache_dir=None):
+    """Load weights, layer by layer by name, into the built zoo ``model``.
+
+    ``name_or_path``: a registry name, a ``.keras`` file, a preset folder, or
+    a bare ``.weights.h5`` (saved from this very architecture). With
+    ``include_top`` and ``classes`` other than the weights', the body is
+    loaded and the fresh ``predictions`` layer kept (one log line says so);
+    without ``include_top`` only the body is loaded. Every weighted layer of
+    the body must match by name and shape. Returns ``model``.
+    """
+    from keras_gresnet.zoo import transfer_weights
+
+    head = _head(model)
+    include_top = head is not None if include_top is None else include_top
+    if include_top and head is None:
+        raise ValueError(f"include_top=True but {model.name} has no 'predictions' layer")
+    classes = head.units if classes is None and head is not None else classes
+    source = _source_model(name_or_path, cache_dir)
+    if source is None:  # a bare .weights.h5: Keras' own loading, exact layout
+        try:
+            return _load_exact(model, Path(name_or_path), without_top=not include_top)
+        except ValueError as error:
+            raise ValueError(f"{error}. A bare .weights.h5 holds no architecture: it "
+                             f"loads into the model it was saved from (or that model "
+                             f"with include_top=False) only") from None
+    source_head = _head(source)
+    exclude = set()
+    if include_top and source_head is not None and source_head.units != classes:
+        exclude.add("predictions")
+        logger.warning(
+            "%s: loaded the body of %s; the head 'predictions' (%d classes) stays freshly "
+            "initialised (the weights have %d classes)",
+            model.name, name_or_path, classes, source_head.units,
+        )
+    try:
+        copied = transfer_weights(source, model, skip_missing=False, exclude=exclude)
+    except ValueError as error:
+        raise ValueError(f"the weights {str(name_or_path)!r} ({source.name}) do not fit "
+                         f"{model.name}, another architecture: {error}") from None
+    unused = sorted(
+        layer.name for layer in source.layers
+        if layer.weights and layer.name not in copied and layer.name != "predictions"
+    )
+    if unused:
+        raise ValueError(
+            f"the weights {str(name_or_path)!r} ({source.name}) do not fit {model.name}, "
+            f"another architecture: it has no layers named "
+            f"{unused[:5]}{'...' if len(unused) > 5 else ''}"
+        )
+    return model
+
+
+# ---------------------------------------------------------------- presets
+
+
+def save_preset(model, directory, *, builder, builder_kwargs, metadata=None, overwrite=False):
+    """Save ``model`` as a preset folder (KerasHub style): ``config.json``
+    (builder, its arguments, versions), ``model.weights.h5`` and
+    ``metadata.json``. The folder is written under a temporary name and
+    renamed into place: a preset is complete or absent. ``builder_kwargs``
+    must rebuild ``model`` (checked first); the model's input shape is added
+    when missing. Returns the folder."""
+    from keras_gresnet import zoo
+
+    directory = Path(directory)
+    kwargs = dict(builder_kwargs or {})
+    given = sorted({"weights", "input_tensor"} & set(kwargs))
+    if given:
+        raise ValueError(f"builder_kwargs of a preset may not set {given}")
+    kwargs.setdefault("input_shape", list(model.input_shape[1:]))
+    kwargs = _canonical(kwargs)
+    twin = zoo.get_model(builder, **kwargs)
+    layout = [(w.path, tuple(w.shape)) for w in model.weights]
+    if [(w.path, tuple(w.shape)) for w in twin.weights] != layout:
+        raise ValueError(
+            f"{_call(builder, kwargs)} does not rebuild {model.name} (its weights differ "
+            f"in names or shapes): pass the builder_kwargs the model was built with"
+        )
+    del twin
+    if metadata is not None and not isinstance(metadata, dict):
+        raise ValueError(f"metadata must be a dict (JSON-ready), got {metadata!r}")
+    if directory.exists() and not overwrite:
+        raise ValueError(f"{directory} exists; pass overwrite=True to replace the preset")
+    config = dict(builder=builder, builder_kwargs=kwargs, keras_version=keras.__version__,
+                  keras_gresnet_version=__version__)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = directory.with_name(f".{directory.name}.tmp{os.getpid()}")
+    old = directory.with_name(f".{directory.name}.old{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        tmp.mkdir()
+        write_json(tmp / PRESET_CONFIG, config)
+        model.save_weights(tmp / PRESET_WEIGHTS)
+        write_json(tmp / PRESET_METADATA, metadata or {})
+        if directory.exists():
+            os.replace(directory, old)
+            try:
+                os.replace(tmp, directory)
+            except BaseException:
+                os.replace(old, directory)  # the old preset stays whole
+                raise
+        else:
+            os.replace(tmp, directory)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+    return directory
+
+
+def _read_preset_config(directory):
+    path = directory / PRESET_CONFIG
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise ValueError(f"{directory} is not a preset: {path} unreadable ({error})") from None
+    if not isinstance(config, dict) or not isinstance(config.get("builder"), str) or not isinstance(
+        config.get("builder_kwargs"), dict
+    ):
+        raise ValueError(f"{path} must hold an object with 'builder' and 'builder_kwargs'")
+    if not (directory / PRESET_WEIGHTS).is_file():
+        raise ValueError(f"{directory} is not a preset: {PRESET_WEIGHTS} is missing")
+    return config
+
+
+def from_preset(preset, cache_dir=None):
+    """The model of a preset folder (:func:`save_preset`) or of a published
+    registry name, rebuilt by its builder with its weights loaded."""
+    from keras_gresnet import zoo
+
+    if _is_path(preset):
+        directory = Path(preset)
+        if not directory.is_dir():
+            raise ValueError(f"preset {str(preset)!r}: no such folder")
+        config = _read_preset_config(directory)
+        model = zoo.get_model(config["builder"], **config["builder_kwargs"])
+        return _load_exact(model, directory / PRESET_WEIGHTS)
+    return _source_model(preset, cache_dir)

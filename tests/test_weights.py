@@ -1,0 +1,465 @@
+"""Published weights: the registry, sha256-verified downloads from a loopback
+HTTP server (nothing else is contacted), loading into builders, presets and
+the ``keras-gresnet weights`` command."""
+
+import hashlib
+import http.server
+import json
+import logging
+import socket
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+import keras
+import numpy as np
+import pytest
+
+from keras_gresnet import cli, weights, zoo
+from keras_gresnet.zoo import _base
+
+MLP = dict(depth=2)
+MLP_SHAPE = (4, 4, 1)  # 16 inputs, flattened: a tiny GResNet MLP
+CONV = dict(n=1)
+CONV_SHAPE = (8, 8, 3)
+LOOPBACK = {"127.0.0.1", "localhost"}
+
+
+def _randomized(model, seed):
+    """Every weight random (gates and BatchNorm statistics too), so that a
+    load that missed anything shows in the outputs."""
+    rng = np.random.default_rng(seed)
+    for w in model.weights:
+        positive = "variance" in w.path
+        shape = tuple(w.shape)
+        value = rng.uniform(0.5, 1.5, shape) if positive else rng.normal(0, 0.3, shape)
+        w.assign(value.astype("float32"))
+    return model
+
+
+def _outputs(model, x):
+    return keras.ops.convert_to_numpy(model(x, training=False))
+
+
+def _body(model, layer):
+    return keras.Model(model.input, model.get_layer(layer).output)
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory):
+    """Weight files of a tiny MLP (.weights.h5 and .keras) and a tiny conv
+    net (.keras), with the outputs they must give."""
+    folder = tmp_path_factory.mktemp("published")
+    rng = np.random.default_rng(1)
+    mlp = _randomized(zoo.gresnet_mlp(**MLP, input_shape=MLP_SHAPE), seed=1)
+    conv = _randomized(zoo.gresnet_cifar(**CONV, input_shape=CONV_SHAPE), seed=2)
+    mlp.save_weights(folder / "gresnet_mlp2_tiny.weights.h5")
+    mlp.save(folder / "gresnet_mlp2_tiny.keras")
+    conv.save(folder / "gresnet_cifar1_tiny.keras")
+    x = rng.uniform(0, 1, (5, *MLP_SHAPE)).astype("float32")
+    xc = rng.uniform(0, 1, (3, *CONV_SHAPE)).astype("float32")
+    return SimpleNamespace(
+        folder=folder, x=x, xc=xc,
+        mlp_out=_outputs(mlp, x),
+        mlp_body=_outputs(_body(mlp, "block1_gate"), x),
+        mlp_layers={l.name: l.get_weights() for l in mlp.layers if l.weights},
+        mlp_params=mlp.count_params(),
+        conv_features=_outputs(_body(conv, "avg_pool"), xc),
+    )
+
+
+def _entry(name, path, **overrides):
+    data = Path(path).read_bytes()
+    entry = dict(
+        name=name, builder="gresnet_mlp", builder_kwargs=dict(MLP), dataset="fashion_mnist",
+        input_shape=list(MLP_SHAPE), classes=10, class_names=[f"class{i}" for i in range(10)],
+        preprocessing={"method": "scale", "mean": [0.0], "std": [1.0]},
+        test_error_percent=12.5, command="keras-gresnet train gresnet_mlp --depth 2",
+        params=1234, file=Path(path).name, size=len(data),
+        sha256=hashlib.sha256(data).hexdigest(), keras_version=keras.__version__,
+        date="2025-01-01", status="published",
+    )
+    entry.update(overrides)
+    return entry
+
+
+@pytest.fixture(autouse=True)
+def network_guard(monkeypatch):
+    """Record every host contacted; anything but the loopback is refused and
+    fails the test."""
+    hosts = []
+    real_connect, real_getaddrinfo = socket.socket.connect, socket.getaddrinfo
+
+    def connect(sock, address):
+        if isinstance(address, tuple):
+            hosts.append(address[0])
+            if address[0] not in LOOPBACK:
+                raise OSError(f"test: network access to {address[0]} refused")
+        return real_connect(sock, address)
+
+    def getaddrinfo(host, *args, **kwargs):
+        hosts.append(host)
+        if host not in LOOPBACK:
+            raise OSError(f"test: name lookup of {host} refused")
+        return real_getaddrinfo(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    yield hosts
+    assert set(hosts) <= LOOPBACK, f"contacted {set(hosts) - LOOPBACK}"
+
+
+@pytest.fixture
+def server():
+    """A loopback HTTP server: ``files[name] = (body, declared length)``;
+    ``requests`` lists every path asked for."""
+    files, requests = {}, []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            requests.append(self.path)
+            body, length = files.get(self.path.rsplit("/", 1)[-1], (None, 0))
+            if body is None:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Length", str(length))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True)
+    thread.start()
+    try:
+        yield SimpleNamespace(url=f"http://127.0.0.1:{httpd.server_port}/release/",
+                              files=files, requests=requests)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(10)
+
+
+@pytest.fixture
+def registry(tmp_path, monkeypatch):
+    """A temporary registry file, an empty shipped-weights folder and a
+    temporary $KERAS_HOME; ``registry.write(entries)``."""
+    path = tmp_path / "zoo" / "weights.json"
+    path.parent.mkdir()
+    monkeypatch.setattr(weights, "REGISTRY_FILE", path)
+    monkeypatch.setattr(weights, "SHIPPED_DIR", path.parent / "weights")
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras_home"))
+    monkeypatch.delenv(weights.URL_ENV, raising=False)
+
+    def write(entries):
+        path.write_text(json.dumps(entries))
+
+    write([])
+    return SimpleNamespace(write=write, cache=tmp_path / "keras_home" / "models")
+
+
+def _serve(server, monkeypatch, path, body=None, length=None):
+    body = Path(path).read_bytes() if body is None else body
+    server.files[Path(path).name] = (body, len(body) if length is None else length)
+    monkeypatch.setenv(weights.URL_ENV, server.url)
+
+
+def _files(folder):
+    return sorted(p.name for p in Path(folder).iterdir()) if Path(folder).exists() else []
+
+
+# ---------------------------------------------------------------- registry
+
+
+def test_registry_lists_validates_and_refuses_untrained(registry, published):
+    good = _entry("gresnet_mlp2_tiny", published.folder / "gresnet_mlp2_tiny.weights.h5")
+    untrained = {k: v for k, v in good.items() if k not in weights.FILE_FIELDS}
+    untrained.update(name="gresnet_mlp100_fashion_mnist", builder_kwargs={"depth": 100},
+                     status=weights.NOT_TRAINED)
+    registry.write([good, untrained])
+    assert [e["name"] for e in weights.list_weights()] == [
+        "gresnet_mlp100_fashion_mnist", "gresnet_mlp2_tiny"]
+    assert [e["name"] for e in weights.list_weights("*2_tiny")] == ["gresnet_mlp2_tiny"]
+    assert set(_base.weight_entries()) == {"gresnet_mlp2_tiny", "gresnet_mlp100_fashion_mnist"}
+    for call in (lambda: weights.weights_path("gresnet_mlp100_fashion_mnist"),
+                 lambda: zoo.gresnet_mlp(depth=100, weights="gresnet_mlp100_fashion_mnist")):
+        with pytest.raises(ValueError, match="not yet trained.*--depth 2"):
+            call()
+    with pytest.raises(ValueError, match="Unknown weights name='nope'"):
+        weights.weights_path("nope")
+    accepted = "weights='gresnet_mlp2_tin'.*accepted: None, 'gresnet_mlp2_tiny', or a path"
+    with pytest.raises(ValueError, match=accepted):
+        zoo.gresnet_mlp(depth=2, weights="gresnet_mlp2_tin")
+
+
+@pytest.mark.parametrize("change,message", [
+    (dict(sha256=None), "'gresnet_mlp2_tiny'.*field 'sha256' is missing"),
+    (dict(builder_kwargs=None), "field 'builder_kwargs' is missing"),
+    (dict(sha256="abc"), "field 'sha256' must be 64 lowercase hex"),
+    (dict(file="sub/x.weights.h5"), "field 'file' must be a bare file name"),
+    (dict(status="maybe"), "field 'status' must be one of"),
+    (dict(class_names=["a"]), "field 'class_names' must be a list of 10"),
+    (dict(preprocessing={"method": "scale"}), "field 'preprocessing'"),
+    (dict(status=weights.NOT_TRAINED), "'not yet trained' entry carries no file"),
+])
+def test_registry_entry_errors_name_the_entry_and_field(registry, published, change, message):
+    entry = _entry("gresnet_mlp2_tiny", published.folder / "gresnet_mlp2_tiny.weights.h5")
+    entry.update(change)
+    registry.write([{k: v for k, v in entry.items() if v is not None}])
+    with pytest.raises(ValueError, match=message):
+        weights.list_weights()
+
+
+# --------------------------------------------------------------- downloads
+
+
+def test_download_verifies_caches_and_loads(registry, published, server, monkeypatch,
+                                            network_guard):
+    path = published.folder / "gresnet_mlp2_tiny.weights.h5"
+    registry.write([_entry("gresnet_mlp2_tiny", path)])
+    _serve(server, monkeypatch, path)
+    model = zoo.gresnet_mlp(depth=2, weights="gresnet_mlp2_tiny")  # shape: the entry's
+    assert model.input_shape == (None, *MLP_SHAPE)
+    np.testing.assert_array_equal(_outputs(model, published.x), published.mlp_out)
+    assert server.requests == ["/release/gresnet_mlp2_tiny.weights.h5"]
+    assert _files(registry.cache) == ["gresnet_mlp2_tiny.weights.h5"]  # no temporary left
+    # Cached now: no second request.
+    again = zoo.get_model("gresnet_mlp", depth=2, weights="gresnet_mlp2_tiny")
+    np.testing.assert_array_equal(_outputs(again, published.x), published.mlp_out)
+    assert len(server.requests) == 1 and network_guard  # the loopback was used
+    # A cached file that no longer verifies is removed and fetched again.
+    (registry.cache / path.name).write_bytes(b"corrupted")
+    assert weights.weights_path("gresnet_mlp2_tiny") == registry.cache / path.name
+    assert weights.sha256_of(registry.cache / path.name) == weights.sha256_of(path)
+    assert len(server.requests) == 2
+
+
+def test_shipped_file_is_used_before_a_download(registry, published, server, monkeypatch):
+    path = published.folder / "gresnet_mlp2_tiny.weights.h5"
+    registry.write([_entry("gresnet_mlp2_tiny", path)])
+    _serve(server, monkeypatch, path)
+    weights.SHIPPED_DIR.mkdir()
+    (weights.SHIPPED_DIR / path.name).write_bytes(path.read_bytes())
+    assert weights.weights_path("gresnet_mlp2_tiny") == weights.SHIPPED_DIR / path.name
+    (weights.SHIPPED_DIR / path.name).write_bytes(b"tampered")  # never used, not deleted
+    assert weights.weights_path("gresnet_mlp2_tiny") == registry.cache / path.name
+    assert (weights.SHIPPED_DIR / path.name).exists() and len(server.requests) == 1
+
+
+@pytest.mark.parametrize("kind", ["truncated", "cut_short", "tampered"])
+def test_bad_download_leaves_the_cache_clean(registry, published, server, monkeypatch,
+                                             tmp_path, kind):
+    path = published.folder / "gresnet_mlp2_tiny.weights.h5"
+    registry.write([_entry("gresnet_mlp2_tiny", path)])
+    data = path.read_bytes()
+    body, length = {
+        "truncated": (data[: len(data) // 2], None),  # a short file, served as such
+        "cut_short": (data[: len(data) // 2], len(data)),  # the connection drops
+        "tampered": (data[:-1] + bytes([data[-1] ^ 1]), None),
+    }[kind]
+    _serve(server, monkeypatch, path, body, length)
+    cache_dir = tmp_path / "cache"
+    with pytest.raises(weights.WeightsError, match=r"gresnet_mlp2_tiny\.weights\.h5.*"
+                       + server.url.replace(".", r"\.")):
+        weights.weights_path("gresnet_mlp2_tiny", cache_dir=cache_dir)
+    assert server.requests and _files(cache_dir / "models") == []
+    with pytest.raises(weights.WeightsError):
+        zoo.gresnet_mlp(depth=2, weights="gresnet_mlp2_tiny")
+    assert _files(registry.cache) == []
+
+
+def test_offline_with_nothing_cached_says_where_to_put_the_file(registry, published,
+                                                                monkeypatch):
+    path = published.folder / "gresnet_mlp2_tiny.weights.h5"
+    entry = _entry("gresnet_mlp2_tiny", path)
+    registry.write([entry])
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/release/"
+    monkeypatch.setenv(weights.URL_ENV, url)
+    with pytest.raises(weights.WeightsError) as error:
+        weights.weights_path("gresnet_mlp2_tiny")
+    message = str(error.value)
+    for expected in (path.name, url + path.name, entry["sha256"], str(registry.cache),
+                     weights.URL_ENV):
+        assert expected in message
+    assert _files(registry.cache) == []
+
+
+def test_weights_that_do_not_fit_are_refused_before_any_download(registry, published,
+                                                                 server, monkeypatch):
+    path = published.folder / "gresnet_mlp2_tiny.weights.h5"
+    registry.write([_entry("gresnet_mlp2_tiny", path)])
+    _serve(server, monkeypatch, path)
+    for builder, kwargs, message in [
+        ("gresnet_mlp", dict(depth=4), r"gresnet_mlp\(depth=2\).*depth=4 is not depth=2"),
+        ("resnet_mlp", dict(depth=2), "builder 'resnet_mlp' is not 'gresnet_mlp'"),
+        ("gresnet_mlp", dict(depth=2, input_shape=(16,)),
+         r"input_shape \(16,\) is not \(4, 4, 1\)"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            zoo.get_model(builder, **kwargs, weights="gresnet_mlp2_tiny")
+    with pytest.raises(ValueError, match="units=30 is not units='\\(default\\)'"):
+        weights.check_fits("gresnet_mlp2_tiny", "gresnet_mlp", dict(depth=2, units=30))
+    # Training-only arguments may differ.
+    weights.check_fits("gresnet_mlp2_tiny", "gresnet_mlp", dict(depth=2, k_initial=0.5))
+    assert server.requests == []
+
+
+# ----------------------------------------------------------------- loading
+
+
+def test_other_classes_keep_the_body_and_a_fresh_head(registry, published, server,
+                                                      monkeypatch, caplog):
+    path = published.folder / "gresnet_mlp2_tiny.weights.h5"
+    registry.write([_entry("gresnet_mlp2_tiny", path)])
+    _serve(server, monkeypatch, path)
+    with caplog.at_level(logging.WARNING, logger="keras_gresnet.weights"):
+        model = zoo.gresnet_mlp(depth=2, weights="gresnet_mlp2_tiny", classes=3)
+    assert len(caplog.records) == 1 and "predictions" in caplog.records[0].getMessage()
+    for layer in model.layers:
+        if layer.name == "predictions":
+            assert layer.kernel.shape == (50, 3)
+            np.testing.assert_array_equal(layer.get_weights()[1], np.zeros(3))
+            trained = published.mlp_layers["predictions"][0][:, :3]
+            assert not np.array_equal(layer.get_weights()[0], trained)
+        elif layer.weights:
+            for a, b in zip(layer.get_weights(), published.mlp_layers[layer.name]):
+                np.testing.assert_array_equal(a, b)
+    body = zoo.gresnet_mlp(depth=2, weights="gresnet_mlp2_tiny", include_top=False)
+    np.testing.assert_array_equal(_outputs(body, published.x), published.mlp_body)
+
+
+def test_body_only_with_pooling_gives_the_source_features(registry, published, server,
+                                                          monkeypatch):
+    path = published.folder / "gresnet_cifar1_tiny.keras"
+    registry.write([_entry("gresnet_cifar1_tiny", path, builder="gresnet_cifar",
+                           builder_kwargs=dict(CONV), input_shape=list(CONV_SHAPE),
+                           dataset="cifar10",
+                           preprocessing={"method": "mean", "mean": [0.5] * 3, "std": [1.0] * 3})])
+    _serve(server, monkeypatch, path)
+    model = zoo.gresnet_cifar(**CONV, weights="gresnet_cifar1_tiny", include_top=False,
+                              pooling="avg")
+    np.testing.assert_allclose(_outputs(model, published.xc), published.conv_features,
+                               rtol=1e-6, atol=1e-6)
+
+
+def test_weights_argument_takes_a_file_path(published, registry):
+    for file in ("gresnet_mlp2_tiny.keras", "gresnet_mlp2_tiny.weights.h5"):
+        path = published.folder / file
+        model = zoo.gresnet_mlp(depth=2, input_shape=MLP_SHAPE, weights=str(path))
+        np.testing.assert_array_equal(_outputs(model, published.x), published.mlp_out)
+        body = zoo.gresnet_mlp(depth=2, input_shape=MLP_SHAPE, weights=path, include_top=False)
+        np.testing.assert_array_equal(_outputs(body, published.x), published.mlp_body)
+    head = zoo.gresnet_mlp(depth=2, input_shape=MLP_SHAPE, classes=4,
+                           weights=str(published.folder / "gresnet_mlp2_tiny.keras"))
+    assert head.get_layer("predictions").kernel.shape == (50, 4)
+    with pytest.raises(ValueError, match="saved from another architecture"):
+        zoo.gresnet_mlp(depth=4, input_shape=MLP_SHAPE,
+                        weights=published.folder / "gresnet_mlp2_tiny.weights.h5")
+    with pytest.raises(ValueError, match="does not fit gresnet_mlp_2.*holds no architecture"):
+        zoo.gresnet_mlp(depth=2, input_shape=MLP_SHAPE, classes=4,
+                        weights=published.folder / "gresnet_mlp2_tiny.weights.h5")
+    with pytest.raises(ValueError, match="another architecture"):
+        zoo.gresnet_mlp(depth=4, input_shape=MLP_SHAPE,
+                        weights=published.folder / "gresnet_mlp2_tiny.keras")
+    with pytest.raises(ValueError, match="no such .keras or .weights.h5 file"):
+        zoo.gresnet_mlp(depth=2, weights="missing/model.keras")
+
+
+# ----------------------------------------------------------------- presets
+
+
+def test_preset_round_trip(tmp_path, published, registry):
+    source = zoo.gresnet_mlp(depth=2, input_shape=MLP_SHAPE,
+                             weights=published.folder / "gresnet_mlp2_tiny.keras")
+    preset = weights.save_preset(source, tmp_path / "presets" / "tiny", builder="gresnet_mlp",
+                                 builder_kwargs=MLP, metadata={"dataset": "fashion_mnist"})
+    assert _files(preset) == ["config.json", "metadata.json", "model.weights.h5"]
+    assert _files(preset.parent) == ["tiny"]
+    config = json.loads((preset / "config.json").read_text())
+    assert config["builder"] == "gresnet_mlp" and config["keras_version"] == keras.__version__
+    assert config["builder_kwargs"] == {"depth": 2, "input_shape": list(MLP_SHAPE)}
+    assert json.loads((preset / "metadata.json").read_text()) == {"dataset": "fashion_mnist"}
+    loaded = weights.from_preset(preset)
+    np.testing.assert_array_equal(_outputs(loaded, published.x), published.mlp_out)
+    new_head = zoo.gresnet_mlp(depth=2, input_shape=MLP_SHAPE, classes=2, weights=str(preset))
+    assert new_head.get_layer("predictions").kernel.shape == (50, 2)
+    with pytest.raises(ValueError, match="exists; pass overwrite=True"):
+        weights.save_preset(source, preset, builder="gresnet_mlp", builder_kwargs=MLP)
+    with pytest.raises(ValueError, match="does not rebuild"):
+        weights.save_preset(source, tmp_path / "other", builder="gresnet_mlp",
+                            builder_kwargs=dict(depth=4))
+    assert not (tmp_path / "other").exists()
+
+
+def test_interrupted_preset_save_leaves_no_preset(tmp_path, monkeypatch, published):
+    model = zoo.gresnet_mlp(depth=2, input_shape=MLP_SHAPE)
+
+    def dies(path, *args, **kwargs):
+        Path(path).write_bytes(b"half a file")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(model, "save_weights", dies)
+    with pytest.raises(KeyboardInterrupt):
+        weights.save_preset(model, tmp_path / "tiny", builder="gresnet_mlp", builder_kwargs=MLP)
+    assert _files(tmp_path) == []
+    # Over an existing preset, an interrupted save keeps the old one whole.
+    monkeypatch.undo()
+    good = zoo.gresnet_mlp(depth=2, input_shape=MLP_SHAPE,
+                           weights=published.folder / "gresnet_mlp2_tiny.keras")
+    weights.save_preset(good, tmp_path / "tiny", builder="gresnet_mlp", builder_kwargs=MLP)
+    monkeypatch.setattr(model, "save_weights", dies)
+    with pytest.raises(KeyboardInterrupt):
+        weights.save_preset(model, tmp_path / "tiny", builder="gresnet_mlp",
+                            builder_kwargs=MLP, overwrite=True)
+    assert _files(tmp_path) == ["tiny"]
+    np.testing.assert_array_equal(_outputs(weights.from_preset(tmp_path / "tiny"), published.x),
+                                  published.mlp_out)
+
+
+# -------------------------------------------------------------------- CLI
+
+
+def test_cli_weights_list_download_verify(registry, published, server, monkeypatch,
+                                          tmp_path, capsys):
+    path = published.folder / "gresnet_mlp2_tiny.weights.h5"
+    good = _entry("gresnet_mlp2_tiny", path)
+    untrained = {k: v for k, v in good.items() if k not in weights.FILE_FIELDS}
+    untrained.update(name="gresnet_mlp20_fashion_mnist", builder_kwargs={"depth": 20},
+                     status=weights.NOT_TRAINED)
+    registry.write([good, untrained])
+    _serve(server, monkeypatch, path)
+    cache = str(tmp_path / "cache")
+
+    assert cli.main(["weights", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "gresnet_mlp2_tiny" in out and "depth=2" in out and "12.50%" in out
+    assert "KiB" in out and "published" in out and "not yet trained" in out
+    assert cli.main(["weights", "list", "*mlp20*"]) == 0
+    assert "gresnet_mlp2_tiny" not in capsys.readouterr().out
+
+    assert cli.main(["weights", "verify", "--cache-dir", cache]) == 0
+    out = capsys.readouterr().out
+    assert "missing" in out and "not yet trained" in out
+    assert cli.main(["weights", "download", "gresnet_mlp2_tiny", "--cache-dir", cache]) == 0
+    cached = Path(cache) / "models" / path.name
+    assert capsys.readouterr().out.strip().endswith(str(cached)) and cached.exists()
+    assert cli.main(["weights", "verify", "gresnet_mlp2_tiny", "--cache-dir", cache]) == 0
+    assert " OK " in capsys.readouterr().out
+
+    cached.write_bytes(b"tampered")
+    assert cli.main(["weights", "verify", "--cache-dir", cache]) == 2
+    captured = capsys.readouterr()
+    assert "MISMATCH (removed)" in captured.out and "did not match" in captured.err
+    assert not cached.exists()
+
+    for argv in (["weights", "download", "nope"], ["weights", "verify", "nope"],
+                 ["weights", "list", "zzz*"],
+                 ["weights", "download", "gresnet_mlp20_fashion_mnist", "--cache-dir", cache]):
+        assert cli.main(argv) == 2
+        assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert len(server.requests) == 1
