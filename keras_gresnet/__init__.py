@@ -8,7 +8,7 @@ import importlib
 
 __version__ = "0.1.0"
 
-_SUBMODULES = ("cli", "data", "layers", "recipes", "weights", "zoo")
+_SUBMODULES = ("cli", "convert", "data", "layers", "recipes", "weights", "zoo")
 __all__ = [*_SUBMODULES, "__version__"]
 
 

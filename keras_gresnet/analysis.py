@@ -174,19 +174,24 @@ def prune(model, blocks, *, name=None):
                        name=name or f"{model.name}_pruned{len(bypass)}")
 
 
-def accuracy(model, data, batch_size=1024):
-    """Top-1 accuracy of ``model`` on ``data``: ``(x, y)`` arrays or a
-    batched ``tf.data.Dataset`` of ``(x, y)``."""
+def _arrays(data):
+    """``(x, y)`` numpy arrays of ``(x, y)`` arrays or a batched dataset."""
     if isinstance(data, tuple):
-        x, y = data
-        probabilities = model.predict(x, batch_size=batch_size, verbose=0)
-        return float(np.mean(np.argmax(probabilities, axis=-1) == np.asarray(y)))
-    correct = total = 0
-    for x, y in data:
-        predicted = np.argmax(keras.ops.convert_to_numpy(model(x, training=False)), axis=-1)
-        correct += int(np.sum(predicted == np.asarray(y)))
-        total += len(predicted)
-    return correct / total
+        return np.asarray(data[0]), np.asarray(data[1])
+    batches = [(np.asarray(x), np.asarray(y)) for x, y in data]
+    return np.concatenate([x for x, _ in batches]), np.concatenate([y for _, y in batches])
+
+
+def accuracy(model, data, batch_size=10000):
+    """Top-1 accuracy of ``model`` on ``data``: ``(x, y)`` arrays or a
+    batched ``tf.data.Dataset`` of ``(x, y)``. Large eager batches: a
+    freshly pruned model is run once, not traced into a predict function."""
+    x, y = _arrays(data)
+    predicted = np.concatenate([
+        np.argmax(keras.ops.convert_to_numpy(model(x[i:i + batch_size], training=False)), -1)
+        for i in range(0, len(x), batch_size)
+    ])
+    return float(np.mean(predicted == y))
 
 
 def removal_order(model, order="greedy", seed=0):
@@ -205,7 +210,7 @@ def removal_order(model, order="greedy", seed=0):
     return sorted(blocks, key=lambda b: (g[b.gate], b.index))
 
 
-def pruning_curve(model, data, *, order="greedy", seed=0, counts=None, batch_size=1024):
+def pruning_curve(model, data, *, order="greedy", seed=0, counts=None, batch_size=10000):
     """Accuracy after removing 0, 1, 2, ... blocks (GR Figure 5), no retraining.
 
     Args:
@@ -226,6 +231,7 @@ def pruning_curve(model, data, *, order="greedy", seed=0, counts=None, batch_siz
     if counts and max(counts) > len(blocks):
         raise ValueError(f"counts go up to {max(counts)}, but only {len(blocks)} blocks "
                          f"can be removed")
+    data = _arrays(data)  # once, not once per count
     accuracies = [
         accuracy(prune(model, blocks[:c]) if c else model, data, batch_size) for c in counts
     ]

@@ -159,7 +159,9 @@ def inference_copy(model):
     published file is a third of the size (Nadam keeps two slots per weight);
     recompile it to fine-tune. The backup keeps the optimizer while a run is
     unfinished."""
-    copy = keras.models.clone_model(model)
+    # from_config, not clone_model: a clone of a compiled model is compiled
+    # (and saved with its optimizer) too.
+    copy = model.__class__.from_config(model.get_config())
     copy.set_weights(model.get_weights())
     return copy
 

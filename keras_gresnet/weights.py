@@ -123,20 +123,27 @@ def _validate(entry, where):
     for field in ("classes", "params"):
         if isinstance(entry[field], bool) or not isinstance(entry[field], int) or entry[field] < 1:
             bad(field, "an integer >= 1")
+    # An untrained entry may leave what only training decides: the class
+    # names of its dataset's files (ImageNet's) and the training statistics.
+    untrained = status == NOT_TRAINED
     names = entry["class_names"]
-    if not isinstance(names, list) or len(names) != entry["classes"] or not all(
-        isinstance(n, str) for n in names
-    ):
+    if not isinstance(names, list) or len(names) not in (
+        (entry["classes"], 0) if untrained else (entry["classes"],)
+    ) or not all(isinstance(n, str) for n in names):
         bad("class_names", f"a list of {entry['classes']} strings (one per class)")
     preprocessing = entry["preprocessing"]
-    if not isinstance(preprocessing, dict) or set(preprocessing) != {"method", "mean", "std"}:
-        bad("preprocessing", "an object with method, mean and std (Preprocessing.get_config())")
-    from keras_gresnet.data import Preprocessing
+    from keras_gresnet.data import PREPROCESSINGS, Preprocessing
 
-    try:
-        Preprocessing.from_config(preprocessing)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"{where}: field 'preprocessing': {error}") from None
+    if untrained and isinstance(preprocessing, dict) and set(preprocessing) == {"method"}:
+        if preprocessing["method"] not in PREPROCESSINGS:
+            bad("preprocessing", f"a method in {PREPROCESSINGS}")
+    elif not isinstance(preprocessing, dict) or set(preprocessing) != {"method", "mean", "std"}:
+        bad("preprocessing", "an object with method, mean and std (Preprocessing.get_config())")
+    else:
+        try:
+            Preprocessing.from_config(preprocessing)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{where}: field 'preprocessing': {error}") from None
     if status == NOT_TRAINED:
         given = [f for f in FILE_FIELDS if entry.get(f) is not None]
         if given:

@@ -118,6 +118,41 @@ def test_preact_bottleneck_with_projection_and_dropout():
     assert model.output.shape == (None, 4, 4, 16)  # 4x expansion, halved resolution
 
 
+def test_keras_resnet_v2_unit_arguments():
+    """Keras ResNetV2's unit: a strided unit keeping its width subsamples x by
+    a 1x1 max-pool, biases where no BN follows, Keras' names."""
+    names, model = _unit_layer_names(
+        "preact", block="bottleneck", channels=16, filters=4, stride=2,
+        subsample="pool", conv_bias=True, naming="keras",
+    )
+    assert names == ["preact_bn", "preact_relu", "1_conv", "1_bn", "1_relu", "2_pad",
+                     "2_conv", "2_bn", "2_relu", "0_pool", "3_conv", "out"]
+    assert model.get_layer("u_0_pool").input is model.input  # x, not its pre-activation
+    assert [model.get_layer(f"u_{i}_conv").use_bias for i in (1, 2, 3)] == [False, False, True]
+    assert model.output.shape == (None, 4, 4, 16)
+    x = RNG.normal(size=(2, 8, 8, 16)).astype("float32")
+    f = keras.Model(model.input, model.get_layer("u_3_conv").output)
+    np.testing.assert_allclose(model.predict(x, verbose=0),
+                               x[:, ::2, ::2] + f.predict(x, verbose=0), rtol=1e-5, atol=1e-5)
+    # A width change still projects (with a bias: no BN follows in a preact unit).
+    _, model = _unit_layer_names("preact", block="bottleneck", channels=8, filters=4,
+                                 subsample="pool", conv_bias=True)
+    assert model.get_layer("u_0_conv").use_bias
+    # Post-activation: every conv feeds a BN, so no bias anywhere.
+    _, model = _unit_layer_names("original", channels=8, filters=16, conv_bias=True)
+    assert not any(getattr(layer, "use_bias", False) for layer in model.layers)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(subsample="avg"), "subsample='avg'.*'pool'"),
+    (dict(naming="torch"), "naming='torch'.*'keras'"),
+    (dict(conv_bias="yes"), "conv_bias must be True or False"),
+])
+def test_bad_unit_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        residual_unit(keras.Input((6, 6, 4)), 4, **kwargs)
+
+
 def test_original_unit_projection_has_batchnorm_and_single_block():
     names, model = _unit_layer_names("original", block="single", channels=8, filters=16)
     assert sorted(names) == sorted(["1_conv", "1_bn", "0_conv", "0_bn", "add", "out_relu"])

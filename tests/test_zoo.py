@@ -325,6 +325,11 @@ BAD_INPUT = [
     ("resnet_imagenet", dict(depth=34), "depth must be one of \\(50, 101, 152, 200\\)"),
     ("preact_resnet110", dict(depth=20), "preact_resnet110 fixes depth"),
     ("resnet_cifar", dict(shortcut_dropout=1.0), "shortcut_dropout must be"),
+    ("resnet_imagenet", dict(layout="torch"), "layout='torch'.*'he', 'keras'"),
+    ("resnet_imagenet", dict(layout="keras", unit="original"), "layout='keras'.*unit='preact'"),
+    ("resnet_cifar", dict(stride_position="middle"), "stride_position='middle'.*'last'"),
+    ("resnet_cifar", dict(stem_bn=1), "stem_bn must be None, True or False"),
+    ("resnet_cifar", dict(subsample="avg"), "subsample='avg'"),
 ]
 
 

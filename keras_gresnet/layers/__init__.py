@@ -10,7 +10,9 @@ from keras_gresnet.layers.merges import (
 )
 from keras_gresnet.layers.units import (
     BLOCKS,
+    NAMINGS,
     SHORTCUTS,
+    SUBSAMPLES,
     UNITS,
     check_unit_args,
     conv,
@@ -22,8 +24,10 @@ from keras_gresnet.layers.units import (
 __all__ = [
     "BLOCKS",
     "GATE_FORMS",
+    "NAMINGS",
     "SHORTCUTS",
     "SHORTCUT_GATE_FORMS",
+    "SUBSAMPLES",
     "UNITS",
     "ResidualGate",
     "ScaledAdd",

@@ -47,12 +47,34 @@ SHORTCUTS = (
 # Shortcut kinds that compose with GR's gate on F.
 GATEABLE_SHORTCUTS = ("identity", "conv")
 
+# h(x) of a strided unit that keeps its width: a strided 1x1 projection (HE)
+# or a 1x1 max-pool with the stride, i.e. plain subsampling (Keras ResNetV2).
+SUBSAMPLES = ("conv", "pool")
+# Layer names. "zoo": the BN-ReLU before conv i of a pre-activation unit is
+# conv i's pre-activation, ``{i}_bn``; "keras": Keras ResNetV2 names it after
+# the conv it follows, ``{i-1}_bn``, and calls the final addition ``out``.
+NAMINGS = ("zoo", "keras")
 
-def check_unit_args(unit="preact", block="basic", shortcut="identity", gated=False):
-    """Raise ``ValueError`` for an unknown unit, block or shortcut kind."""
+
+def check_unit_args(
+    unit="preact",
+    block="basic",
+    shortcut="identity",
+    gated=False,
+    *,
+    subsample="conv",
+    naming="zoo",
+    conv_bias=False,
+):
+    """Raise ``ValueError`` for an unknown unit, block, shortcut, subsample or
+    naming kind, or a ``conv_bias`` that is not a bool."""
     check_choice(unit, "unit", tuple(UNITS))
     check_choice(block, "block", tuple(BLOCKS))
     check_choice(shortcut, "shortcut", SHORTCUTS)
+    check_choice(subsample, "subsample", SUBSAMPLES)
+    check_choice(naming, "naming", NAMINGS)
+    if not isinstance(conv_bias, bool):
+        raise ValueError(f"conv_bias must be True or False, got {conv_bias!r}")
     if gated and shortcut not in GATEABLE_SHORTCUTS:
         raise ValueError(
             f"gated=True puts GR's gate on F and combines with shortcut in "
@@ -71,8 +93,9 @@ def _ops(x, ops, name, bn_momentum, bn_epsilon):
     return x
 
 
-def conv(x, filters, kernel_size, stride=1, name=None):
-    """A bias-free He-initialised convolution with torch-style symmetric padding.
+def conv(x, filters, kernel_size, stride=1, name=None, use_bias=False):
+    """A He-initialised convolution (bias-free unless ``use_bias``) with
+    torch-style symmetric padding.
 
     Keras' ``padding="same"`` pads strided convolutions asymmetrically; the
     explicit ``ZeroPadding2D`` gives the papers' (and Keras ResNetV2's) layout.
@@ -88,7 +111,7 @@ def conv(x, filters, kernel_size, stride=1, name=None):
         kernel_size,
         strides=stride,
         padding=padding,
-        use_bias=False,
+        use_bias=use_bias,
         kernel_initializer="he_normal",
         name=f"{name}_conv",
     )(x)
@@ -112,6 +135,9 @@ def residual_unit(
     shortcut_dropout=0.5,
     bn_momentum=0.9,
     bn_epsilon=1e-5,
+    subsample="conv",
+    conv_bias=False,
+    naming="zoo",
     name="unit_",
 ):
     """One residual unit of HE (optionally with GR's gate), ``y = h(x) + F(x)``.
@@ -134,25 +160,43 @@ def residual_unit(
         gate_bias: initial ``b_g`` of the ``*_gating`` shortcuts.
         shortcut_dropout: rate of the ``"dropout"`` shortcut.
         bn_momentum, bn_epsilon: batch-norm settings (GR/HE: momentum 0.9).
+        subsample: ``h`` of a strided unit that keeps its width: ``"conv"``
+            (a strided 1x1 projection, HE) or ``"pool"`` (``MaxPooling2D(1,
+            stride)`` of the unit input, Keras ResNetV2).
+        conv_bias: give a bias to every conv not directly followed by a
+            batch norm (where it is not redundant). Keras ResNetV2 has one on
+            the last conv of F and on the projection.
+        naming: ``"zoo"`` or ``"keras"`` (Keras ResNetV2's names: the BN-ReLU
+            between conv i and conv i+1 is ``{i}_bn``/``{i}_relu``, not
+            ``{i+1}_bn``, and an addition ending the unit is ``out``), see
+            :data:`NAMINGS`.
         name: prefix of every layer of the unit, e.g. ``"conv3_block2_"``.
     """
-    check_unit_args(unit, block, shortcut, gated)
+    check_unit_args(unit, block, shortcut, gated, subsample=subsample, naming=naming,
+                    conv_bias=conv_bias)
     spec = UNITS[unit]
     layout = BLOCKS[block]
+    preact = unit in PREACT_UNITS
     out_filters = filters * (expansion if block == "bottleneck" else 1)
-    project = shortcut == "conv" or stride != 1 or x.shape[-1] != out_filters
+    project = (shortcut == "conv" or x.shape[-1] != out_filters
+               or (stride != 1 and subsample == "conv"))
 
     def ops(t, which, tag):
         return _ops(t, spec[which], f"{name}{tag}", bn_momentum, bn_epsilon)
 
+    def bias(next_ops):  # a bias right before a BN is redundant
+        return conv_bias and next_ops[:1] != ("bn",)
+
     unit_input = x
-    if unit in PREACT_UNITS:
+    if preact:
         x = ops(x, "pre", "preact")
     if project:
-        h = conv(x if unit in PREACT_UNITS else unit_input, out_filters, 1, stride,
-                 name=f"{name}0")
-        if unit not in PREACT_UNITS:
+        h = conv(x if preact else unit_input, out_filters, 1, stride, name=f"{name}0",
+                 use_bias=bias(() if preact else ("bn",)))
+        if not preact:
             h = _ops(h, ("bn",), f"{name}0", bn_momentum, bn_epsilon)
+    elif stride != 1:
+        h = keras.layers.MaxPooling2D(1, strides=stride, name=f"{name}0_pool")(unit_input)
     else:
         h = unit_input
     if shortcut == "dropout":
@@ -160,14 +204,17 @@ def residual_unit(
 
     f = x
     for i, (kernel, width, strided) in enumerate(layout, start=1):
+        last = i == len(layout)
         if i > 1:
-            if unit in PREACT_UNITS:
-                f = ops(f, "pre", str(i))
+            if preact:
+                f = ops(f, "pre", str(i - 1 if naming == "keras" else i))
             if dropout:
                 f = keras.layers.Dropout(dropout, name=f"{name}{i}_dropout")(f)
         width = out_filters if width == "expansion" else filters
-        f = conv(f, width, kernel, stride if strided else 1, name=f"{name}{i}")
-        f = ops(f, "last_post" if i == len(layout) else "post", str(i))
+        next_ops = spec["last_post"] if last else spec["post"] + (spec["pre"] if preact else ())
+        f = conv(f, width, kernel, stride if strided else 1, name=f"{name}{i}",
+                 use_bias=bias(next_ops))
+        f = ops(f, "last_post" if last else "post", str(i))
 
     if gated:
         y = ResidualGate("residual", k_initial, name=f"{name}gate")([h, f])
@@ -177,7 +224,8 @@ def residual_unit(
         form = "exclusive" if shortcut == "exclusive_gating" else "shortcut_only"
         y = ShortcutGate(form, gate_bias, name=f"{name}shortcut_gate")([h, f])
     else:
-        y = keras.layers.Add(name=f"{name}add")([h, f])
+        ends_unit = naming == "keras" and not spec["after"]
+        y = keras.layers.Add(name=f"{name}{'out' if ends_unit else 'add'}")([h, f])
     return ops(y, "after", "out")
 
 

@@ -3,7 +3,9 @@
 
 Layer names follow Keras Applications: ``conv1_conv`` (stem),
 ``conv{stage}_block{b}_{i}_conv``, ``conv{stage}_block{b}_gate``, ``post_bn``,
-``avg_pool``, ``predictions``; stages start at 2.
+``avg_pool``, ``predictions``; stages start at 2. With
+``resnet_imagenet(layout="keras")`` every weighted layer has the name of its
+counterpart in Keras' ResNetV2.
 """
 
 import keras
@@ -25,6 +27,25 @@ IMAGENET_STAGES = {  # HE: bottleneck units per stage
     200: (3, 24, 36, 3),
 }
 STEMS = ("cifar", "imagenet")
+# Which unit of a stage takes its stride: the first (HE), or the last, with
+# no stride in the last stage (Keras ResNetV2, after TF-slim).
+STRIDE_POSITIONS = ("first", "last")
+# Layouts of the ImageNet net as :func:`resnet` arguments: "he" is HE's
+# (fb.resnet.torch's); "keras" is Keras Applications' ResNetV2
+# (``keras.applications.ResNet50V2``...), layer names included, so that its
+# weights load by name (:mod:`keras_gresnet.convert`).
+IMAGENET_LAYOUTS = {
+    "he": {},
+    "keras": dict(
+        stem_bn=False,  # the first unit's preact_bn normalises the pooled stem
+        stride_position="last",
+        subsample="pool",
+        conv_bias=True,
+        naming="keras",
+        bn_epsilon=1.001e-5,
+        bn_momentum=0.99,  # Keras' default, as the source layers have it
+    ),
+}
 
 
 def resnet(
@@ -46,6 +67,11 @@ def resnet(
     shortcut_dropout=0.5,
     bn_momentum=0.9,
     bn_epsilon=1e-5,
+    subsample="conv",
+    conv_bias=False,
+    naming="zoo",
+    stride_position="first",
+    stem_bn=None,
     include_top=True,
     weights=None,
     input_tensor=None,
@@ -60,15 +86,22 @@ def resnet(
 
     Args:
         stage_sizes: units per stage, e.g. ``(18, 18, 18)`` for ResNet-110.
-        widths: conv width of each stage (the first stage has stride 1, the
-            others halve the resolution in their first unit).
+        widths: conv width of each stage (every stage but one halves the
+            resolution, see ``stride_position``).
         stem: ``"cifar"`` (3x3 conv, stride 1) or ``"imagenet"`` (7x7/2 conv +
             3x3/2 max-pool).
         stem_filters: width of the stem conv.
         unit, block, shortcut, gated, k_initial, dropout, expansion,
         shortcut_scale, residual_scale, gate_bias, shortcut_dropout,
-        bn_momentum, bn_epsilon: passed to every
-            :func:`keras_gresnet.layers.residual_unit`.
+        bn_momentum, bn_epsilon, subsample, conv_bias, naming: passed to every
+            :func:`keras_gresnet.layers.residual_unit` (``conv_bias`` also
+            to the stem conv when no batch norm follows it).
+        stride_position: ``"first"`` (HE: the first unit of every stage but
+            the first takes the stride) or ``"last"`` (Keras ResNetV2: the
+            last unit of every stage but the last).
+        stem_bn: BN-ReLU after the stem conv. ``None``: HE's choice (always,
+            but a CIFAR pre-activation net, whose first unit normalises its
+            own input); Keras ResNetV2: ``False``.
         include_top, weights, input_tensor, input_shape, pooling, classes,
         classifier_activation, name: as in Keras Applications; ``weights`` is
             ``None``, a published name or a ``.keras`` / ``.weights.h5`` path
@@ -88,7 +121,11 @@ def resnet(
     check_int(stem_filters, "stem_filters", 1)
     check_int(expansion, "expansion", 1)
     check_choice(stem, "stem", STEMS)
-    check_unit_args(unit, block, shortcut, gated)
+    check_unit_args(unit, block, shortcut, gated, subsample=subsample, naming=naming,
+                    conv_bias=conv_bias)
+    check_choice(stride_position, "stride_position", STRIDE_POSITIONS)
+    if stem_bn is not None and not isinstance(stem_bn, bool):
+        raise ValueError(f"stem_bn must be None, True or False, got {stem_bn!r}")
     check_rate(dropout, "dropout")
     check_rate(shortcut_dropout, "shortcut_dropout")
     downsamplings = len(stage_sizes) - 1 + (2 if stem == "imagenet" else 0)
@@ -105,15 +142,18 @@ def resnet(
         min_size=2**downsamplings,
     )
     preact = unit in PREACT_UNITS
+    if stem_bn is None:
+        # A pre-activation net's first unit normalises its own input; HE's
+        # ImageNet stem keeps BN-ReLU before the max-pool in every variant.
+        stem_bn = not preact or stem == "imagenet"
 
     inputs, x = model_input(input_tensor, input_shape)
+    stem_bias = conv_bias and not stem_bn
     if stem == "imagenet":
-        x = conv(x, stem_filters, 7, stride=2, name="conv1")
+        x = conv(x, stem_filters, 7, stride=2, name="conv1", use_bias=stem_bias)
     else:
-        x = conv(x, stem_filters, 3, name="conv1")
-    # A pre-activation net's first unit normalises its own input; HE's
-    # ImageNet stem keeps BN-ReLU before the max-pool in every variant.
-    if not preact or stem == "imagenet":
+        x = conv(x, stem_filters, 3, name="conv1", use_bias=stem_bias)
+    if stem_bn:
         x = keras.layers.BatchNormalization(
             momentum=bn_momentum, epsilon=bn_epsilon, name="conv1_bn"
         )(x)
@@ -122,12 +162,17 @@ def resnet(
         x = keras.layers.ZeroPadding2D(1, name="pool1_pad")(x)
         x = keras.layers.MaxPooling2D(3, strides=2, name="pool1_pool")(x)
 
+    last_stage = len(stage_sizes) - 1
     for s, (n, width) in enumerate(zip(stage_sizes, widths)):
         for b in range(n):
+            if stride_position == "first":
+                strided = b == 0 and s > 0
+            else:
+                strided = b == n - 1 and s < last_stage
             x = residual_unit(
                 x,
                 width,
-                stride=2 if (b == 0 and s > 0) else 1,
+                stride=2 if strided else 1,
                 unit=unit,
                 block=block,
                 shortcut=shortcut,
@@ -141,6 +186,9 @@ def resnet(
                 shortcut_dropout=shortcut_dropout,
                 bn_momentum=bn_momentum,
                 bn_epsilon=bn_epsilon,
+                subsample=subsample,
+                conv_bias=conv_bias,
+                naming=naming,
                 name=f"conv{s + 2}_block{b + 1}_",
             )
     if preact:  # HE: an extra BN-ReLU after the last pre-activation unit
@@ -295,7 +343,7 @@ def wide_gresnet(n=None, widen_factor=10, dropout=0.3, **kwargs):
 
 
 @register_model(configs=[dict(depth=d) for d in IMAGENET_STAGES])
-def resnet_imagenet(depth=152, *, unit="preact", gated=False, name=None, **kwargs):
+def resnet_imagenet(depth=152, *, unit="preact", gated=False, layout="he", name=None, **kwargs):
     """ImageNet bottleneck ResNet of HE: 7x7/2 stem + 3x3/2 max-pool, four
     stages of widths 64/128/256/512 (x4 expansion), 224x224 inputs.
 
@@ -303,6 +351,12 @@ def resnet_imagenet(depth=152, *, unit="preact", gated=False, name=None, **kwarg
         depth: 50, 101, 152 (units 3-8-36-3) or 200 (3-24-36-3).
         unit: HE Table 2 arrangement (``"preact"`` or ``"original"``...).
         gated: GR's gate on every unit.
+        layout: ``"he"`` (fb.resnet.torch, HE's code) or ``"keras"``: Keras
+            Applications' ResNetV2 (``keras.applications.ResNet50V2``...,
+            full pre-activation), layer names included, so that its weights
+            load by name (:func:`keras_gresnet.convert.from_keras_applications`).
+            A layout sets the :data:`IMAGENET_LAYOUTS` arguments of
+            :func:`resnet`; ones given in ``kwargs`` win.
         **kwargs: further :func:`resnet` arguments and the Keras Applications
             ones (``classes=1000``).
     """
@@ -310,8 +364,18 @@ def resnet_imagenet(depth=152, *, unit="preact", gated=False, name=None, **kwarg
         raise ValueError(
             f"depth must be one of {tuple(IMAGENET_STAGES)} for ImageNet ResNets, got {depth!r}"
         )
+    check_choice(layout, "layout", tuple(IMAGENET_LAYOUTS))
+    if layout == "keras" and unit != "preact":
+        raise ValueError(
+            f"layout='keras' is Keras' ResNetV2, a full pre-activation net: it takes "
+            f"unit='preact', got unit={unit!r}"
+        )
+    for key, value in IMAGENET_LAYOUTS[layout].items():
+        kwargs.setdefault(key, value)
     kwargs.setdefault("builder", "resnet_imagenet")
     kwargs.setdefault("classes", 1000)
+    if name is None and layout == "keras":  # Keras' own name, e.g. resnet50v2
+        name = f"{'g' if gated else ''}resnet{depth}v2"
     if name is None:
         prefix = "gresnet" if gated else ("preact_resnet" if unit == "preact" else "resnet")
         name = f"{prefix}{depth}"

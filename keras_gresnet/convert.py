@@ -1,0 +1,204 @@
+"""From Keras Applications to GResNet: carry a Keras pre-activation ResNet
+(``keras.applications.ResNet50V2``, ``ResNet101V2``, ``ResNet152V2``) over to
+the zoo's equivalent, every weight included.
+
+The zoo builds the same network with ``resnet_imagenet(depth,
+layout="keras")`` (Keras' layer names included) and GR's gate ``k`` on every
+unit; with all ``k = 1`` the gated net computes the very same function
+(GR: ``u = relu(k) F(x) + x``), so an ImageNet-pretrained ResNetV2 becomes an
+ImageNet-pretrained GResNet::
+
+    from keras_gresnet import convert
+    model = convert.gresnet50v2()            # downloads Keras' ImageNet weights
+    x = convert.preprocess_input(images)     # as Keras' ResNetV2 expects
+    model.predict(x)
+
+    model = convert.from_keras_applications(my_resnet50v2)  # any built one
+"""
+
+import keras
+
+from keras_gresnet import zoo
+from keras_gresnet.layers import ResidualGate
+from keras_gresnet.zoo._resnet import IMAGENET_STAGES
+
+# Keras Applications' pre-activation ResNets and their HE depth.
+KERAS_RESNET_V2 = {"ResNet50V2": 50, "ResNet101V2": 101, "ResNet152V2": 152}
+# The models' inputs are Keras' ResNetV2 inputs: pixels scaled to [-1, 1].
+preprocess_input = keras.applications.resnet_v2.preprocess_input
+
+# The Keras Applications arguments, at Keras' defaults (weights aside: None,
+# so nothing is downloaded unless asked for).
+_KERAS_DEFAULTS = dict(
+    include_top=True,
+    weights=None,
+    input_tensor=None,
+    input_shape=None,
+    pooling=None,
+    classes=1000,
+    classifier_activation="softmax",
+)
+
+
+def _is_default(value, default):
+    if value is default:
+        return True
+    return default is not None and type(value) is type(default) and value == default
+
+
+def _accepted():
+    return f"{', '.join(map(repr, KERAS_RESNET_V2))}, or a model one of them built"
+
+
+def _application(name):
+    """The Keras Applications builder called ``name`` (any case, e.g.
+    ``"ResNet50V2"`` or Keras' model name ``"resnet50v2"``)."""
+    if isinstance(name, str):
+        for key in KERAS_RESNET_V2:
+            if name.lower() == key.lower():
+                return key
+    raise ValueError(f"Unknown Keras application {name!r}; accepted: {_accepted()}")
+
+
+def _architecture(model):
+    """What a built Keras ResNetV2 is: ``depth`` and the Keras Applications
+    arguments the zoo needs to build its twin. ``ValueError`` for another model."""
+    layers = {layer.name: layer for layer in model.layers}
+
+    def refuse(why):
+        return ValueError(
+            f"model {model.name!r} is not a Keras Applications pre-activation ResNet "
+            f"({why}); accepted: {_accepted()}"
+        )
+
+    if "conv1_bn" in layers or "post_bn" not in layers:  # ResNet50 (v1) et al.
+        raise refuse("it has conv1_bn or no post_bn: a post-activation ResNet?")
+    sizes = []
+    for stage in (2, 3, 4, 5):
+        n = 0
+        while f"conv{stage}_block{n + 1}_preact_bn" in layers:
+            n += 1
+        sizes.append(n)
+    depths = {stages: depth for depth, stages in IMAGENET_STAGES.items()
+              if depth in KERAS_RESNET_V2.values()}
+    if tuple(sizes) not in depths:
+        raise refuse(f"units per stage {tuple(sizes)}, not one of {tuple(depths)}")
+    if len(model.inputs) != 1:
+        raise refuse(f"{len(model.inputs)} inputs")
+    arch = dict(depth=depths[tuple(sizes)], input_shape=tuple(model.inputs[0].shape[1:]))
+    head = layers.get("predictions")
+    arch["include_top"] = head is not None
+    if head is not None:
+        arch.update(classes=head.units, classifier_activation=head.activation)
+    else:
+        arch["pooling"] = ("avg" if "avg_pool" in layers
+                           else "max" if "max_pool" in layers else None)
+    return arch
+
+
+def from_keras_applications(
+    keras_model_or_name,
+    *,
+    gated=True,
+    include_top=True,
+    weights=None,
+    input_tensor=None,
+    input_shape=None,
+    pooling=None,
+    classes=1000,
+    classifier_activation="softmax",
+    name=None,
+):
+    """The zoo's twin of a Keras Applications ResNetV2, every weight copied.
+
+    Returns ``zoo.resnet_imagenet(depth, layout="keras", gated=gated, ...)``
+    with the source's weights: with ``gated=True`` a GResNet whose every
+    gate has ``k = 1`` (one extra parameter per unit: 16 for ResNet-50), so
+    both compute the same function; with ``gated=False`` the plain twin.
+
+    Args:
+        keras_model_or_name: ``"ResNet50V2"``, ``"ResNet101V2"``,
+            ``"ResNet152V2"`` (built here with the Keras Applications
+            arguments below), or a model one of them built (its own
+            architecture and weights are used).
+        gated: GR's gate on every unit.
+        include_top, weights, input_tensor, input_shape, pooling, classes,
+        classifier_activation: the Keras Applications arguments, with a name
+            only (a model brings its own). ``weights``: ``None`` (random),
+            ``"imagenet"`` (Keras downloads its ImageNet weights; inputs then
+            go through :data:`preprocess_input`) or a Keras weights file.
+        name: name of the returned model (default: the zoo's, e.g.
+            ``gresnet50v2``).
+
+    Raises:
+        ValueError: an unknown name, a model that is not a Keras ResNetV2,
+            Keras arguments given with a model, or a weight that finds no
+            layer to go to.
+    """
+    if not isinstance(gated, bool):
+        raise ValueError(f"gated must be True or False, got {gated!r}")
+    given = dict(include_top=include_top, weights=weights, input_tensor=input_tensor,
+                 input_shape=input_shape, pooling=pooling, classes=classes,
+                 classifier_activation=classifier_activation)
+    if isinstance(keras_model_or_name, keras.Model):
+        source = keras_model_or_name
+        clash = sorted(k for k, v in given.items() if not _is_default(v, _KERAS_DEFAULTS[k]))
+        if clash:
+            raise ValueError(
+                f"{', '.join(clash)} build a model from a name; the given model "
+                f"{source.name!r} brings its own (convert it as it is)"
+            )
+    else:
+        application = getattr(keras.applications, _application(keras_model_or_name))
+        source = application(**given)
+    arch = _architecture(source)
+    if input_tensor is not None:  # the twin takes the same tensor (a name only)
+        arch.update(input_tensor=input_tensor, input_shape=input_shape)
+    target = zoo.resnet_imagenet(arch.pop("depth"), layout="keras", gated=gated, name=name,
+                                 **arch)
+
+    copied = set(zoo.transfer_weights(source, target))
+    left = [layer.name for layer in source.layers if layer.weights and layer.name not in copied]
+    if left:
+        raise ValueError(
+            f"{source.name!r} has weighted layers with no counterpart in {target.name!r} "
+            f"({len(left)}): {left[:5]}{'...' if len(left) > 5 else ''}"
+        )
+    fresh = [layer.name for layer in target.layers if layer.weights
+             and layer.name not in copied and not isinstance(layer, ResidualGate)]
+    if fresh:  # would silently change the function
+        raise ValueError(
+            f"{target.name!r} has weighted layers that got no weights from "
+            f"{source.name!r} ({len(fresh)}): {fresh[:5]}{'...' if len(fresh) > 5 else ''}"
+        )
+    return target
+
+
+def _pretrained(application):
+    depth = KERAS_RESNET_V2[application]
+
+    def builder(*, weights="imagenet", gated=True, **kwargs):
+        return from_keras_applications(application, weights=weights, gated=gated, **kwargs)
+
+    builder.__name__ = builder.__qualname__ = f"gresnet{depth}v2"
+    builder.__doc__ = (
+        f"GResNet-{depth} from ``keras.applications.{application}``, with its "
+        f"ImageNet weights by default (all ``k = 1``: the same function).\n\n"
+        f"Arguments as :func:`from_keras_applications`; inputs go through "
+        f":data:`preprocess_input`."
+    )
+    return builder
+
+
+gresnet50v2 = _pretrained("ResNet50V2")
+gresnet101v2 = _pretrained("ResNet101V2")
+gresnet152v2 = _pretrained("ResNet152V2")
+
+__all__ = [
+    "KERAS_RESNET_V2",
+    "from_keras_applications",
+    "gresnet101v2",
+    "gresnet152v2",
+    "gresnet50v2",
+    "preprocess_input",
+]

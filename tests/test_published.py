@@ -1,0 +1,61 @@
+"""The published registry (zoo/weights.json) against its files: hashes,
+sizes, parameter counts, and the recorded test errors on the real test set."""
+
+import hashlib
+
+import keras
+import numpy as np
+import pytest
+
+from keras_gresnet import data, weights, zoo
+
+PUBLISHED = [e for e in weights.list_weights() if e["status"] == weights.PUBLISHED]
+UNTRAINED = [e for e in weights.list_weights() if e["status"] == weights.NOT_TRAINED]
+
+
+def test_registry_publishes_the_fashion_mnist_models():
+    names = {e["name"] for e in PUBLISHED}
+    for kind in ("plain", "resnet", "gresnet"):
+        for depth in (2, 10, 20, 50, 100):
+            assert f"{kind}_mlp{depth}_fashion_mnist" in names
+    # The models no machine here can train are listed, never as published.
+    assert {"gresnet_cifar5_cifar10", "wide_gresnet28_10_cifar10",
+            "preact_resnet200_imagenet"} <= {e["name"] for e in UNTRAINED}
+    for entry in UNTRAINED:
+        assert "file" not in entry and "sha256" not in entry
+        with pytest.raises(ValueError, match="not yet trained"):
+            weights.weights_path(entry["name"])
+
+
+@pytest.mark.parametrize("entry", PUBLISHED, ids=lambda e: e["name"])
+def test_file_matches_its_entry(entry):
+    path = weights.SHIPPED_DIR / entry["file"]
+    content = path.read_bytes()
+    assert len(content) == entry["size"]
+    assert hashlib.sha256(content).hexdigest() == entry["sha256"]
+    model = zoo.get_model(entry["builder"], **entry["builder_kwargs"],
+                          input_shape=tuple(entry["input_shape"]), classes=entry["classes"])
+    assert zoo.summarize(model)["params"] == entry["params"]
+    assert entry["command"].startswith(f"keras-gresnet train {entry['builder']} ")
+
+
+@pytest.fixture(scope="module")
+def fashion_test():
+    return data.load("fashion_mnist", "test")
+
+
+SMALL = [e for e in PUBLISHED if e["builder_kwargs"].get("depth", 99) <= 10]
+
+
+@pytest.mark.parametrize("entry", SMALL, ids=lambda e: e["name"])
+def test_loading_gives_the_recorded_test_error(entry, fashion_test, monkeypatch, tmp_path):
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path))  # no cache: the shipped file
+    monkeypatch.setenv(weights.URL_ENV, "http://127.0.0.1:9/never-contacted/")
+    model = zoo.get_model(entry["builder"], **entry["builder_kwargs"], weights=entry["name"])
+    images, labels = fashion_test
+    preprocessing = data.Preprocessing.from_config(entry["preprocessing"])
+    test = data.make_dataset(images, labels, batch_size=1000, preprocessing=preprocessing)
+    predicted = np.concatenate([np.argmax(keras.ops.convert_to_numpy(model(x)), axis=-1)
+                                for x, _ in test])
+    error = 100 * np.mean(predicted != labels)
+    assert error == pytest.approx(entry["test_error_percent"], abs=0.1)
