@@ -27,7 +27,7 @@ def write_text(path, text):
 
 
 def write_json(path, obj):
-    write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+    write_text(path, json.dumps(obj, indent=2, default=str) + "\n")  # insertion order: gates in network order
 
 
 def write_csv(path, columns, rows):
