@@ -431,6 +431,8 @@ def evaluate(path, *, dataset=None, data_dir=None, batch_size=256, preprocessing
     model, config = load_run(path)
     test, dataset, examples = test_data(config, dataset=dataset, data_dir=data_dir,
                                         preprocessing=preprocessing, batch_size=batch_size)
+    if not model.compiled:  # published files carry no optimizer or compile state
+        model.compile(loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     metrics = model.evaluate(test, verbose=0, return_dict=True)
     return dict(
         dataset=dataset,

@@ -4,21 +4,10 @@ import keras
 import numpy as np
 import pytest
 
-from keras_gresnet import analysis, cli, data, training, zoo
+from helpers import random_inputs, randomize_bn
+from keras_gresnet import analysis, cli, training, zoo
 
-RNG = np.random.default_rng(0)
 CIFAR_TINY = dict(input_shape=(16, 16, 3))
-
-
-def _randomize_bn(model):
-    for layer in model.layers:
-        if isinstance(layer, keras.layers.BatchNormalization):
-            for w in (layer.moving_mean, layer.beta):
-                w.assign(RNG.normal(size=w.shape, scale=0.3).astype("float32"))
-
-
-def _x(model, batch=5):
-    return RNG.normal(size=(batch, *model.input.shape[1:])).astype("float32")
 
 
 def test_gate_values_in_network_order():
@@ -58,10 +47,10 @@ def test_residual_blocks_gated_and_ungated():
 ])
 def test_removing_a_closed_gate_changes_nothing(builder, kwargs, block):
     model = builder(**kwargs)
-    _randomize_bn(model)
+    randomize_bn(model, scale=0.3)
     model.get_layer(f"{block}_gate").k.assign(-0.3)  # g(k) = 0
     pruned = analysis.prune(model, [block])
-    x = _x(model)
+    x = random_inputs(model, batch=5)
     np.testing.assert_array_equal(pruned.predict(x, verbose=0), model.predict(x, verbose=0))
     assert not any(layer.name.startswith(block + "_") for layer in pruned.layers)
     # An open gate's block does matter: removing it changes the outputs.
@@ -105,12 +94,12 @@ def test_prune_rejects_projection_and_unknown_blocks():
 
 def test_pruned_model_saves_and_reloads(tmp_path):
     model = zoo.gresnet_cifar(n=2, **CIFAR_TINY)
-    _randomize_bn(model)
+    randomize_bn(model, scale=0.3)
     pruned = analysis.prune(model, ["conv2_block2", "conv4_block2"])
     path = tmp_path / "pruned.keras"
     pruned.save(path)
     loaded = keras.saving.load_model(path, safe_mode=True)
-    x = _x(model)
+    x = random_inputs(model, batch=5)
     np.testing.assert_array_equal(loaded.predict(x, verbose=0), pruned.predict(x, verbose=0))
     assert len(analysis.gate_values(loaded)) == 4
 

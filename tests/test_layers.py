@@ -3,7 +3,6 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from keras_gresnet.zoo import transfer_weights
 from keras_gresnet.layers import (

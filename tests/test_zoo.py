@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from helpers import random_inputs, randomize_bn
 from keras_gresnet import zoo
-from keras_gresnet.layers import ResidualGate, gate_layers
+from keras_gresnet.layers import gate_layers
 from keras_gresnet.zoo import _mlp as mlp_module
 from keras_gresnet.zoo import _resnet as resnet_module
 
@@ -122,24 +123,12 @@ TWINS = [
 ]
 
 
-def _randomize_bn(model):
-    """Non-trivial BN statistics so that an identity cannot pass by accident."""
-    for layer in model.layers:
-        if isinstance(layer, keras.layers.BatchNormalization):
-            for w in (layer.moving_mean, layer.beta):
-                w.assign(RNG.normal(size=w.shape, scale=0.1).astype("float32"))
-
-
-def _inputs(model, batch=3):
-    return RNG.normal(size=(batch, *model.input.shape[1:])).astype("float32")
-
-
 @pytest.mark.parametrize("gated_builder,ungated_builder,kwargs", TWINS)
 def test_gated_with_k_one_equals_ungated(gated_builder, ungated_builder, kwargs):
     gated, plain = _twin(gated_builder, ungated_builder, **kwargs)
-    _randomize_bn(plain)
+    randomize_bn(plain)
     zoo.transfer_weights(plain, gated)
-    x = _inputs(plain)
+    x = random_inputs(plain)
     np.testing.assert_allclose(gated.predict(x, verbose=0), plain.predict(x, verbose=0),
                                rtol=1e-5, atol=1e-5)
 
@@ -158,11 +147,11 @@ def _gate_io(model):
 ])
 def test_gates_at_or_below_zero_make_exact_identities(builder, kwargs):
     model = builder(**kwargs)
-    _randomize_bn(model)
+    randomize_bn(model)
     gates, probe = _gate_io(model)
     for i, gate in enumerate(gates):
         gate.k.assign(-0.5 if i % 2 else 0.0)
-    outputs = probe.predict(_inputs(model), verbose=0)
+    outputs = probe.predict(random_inputs(model), verbose=0)
     identity_blocks = 0
     for gate, (shortcut, out) in zip(gates, outputs):
         # Projection units (shape change) reduce to their shortcut h(x).
@@ -173,7 +162,7 @@ def test_gates_at_or_below_zero_make_exact_identities(builder, kwargs):
     if builder is zoo.gresnet_mlp:  # the whole middle of the net vanishes
         probe = keras.Model(model.input, [model.get_layer("stem_relu").output,
                                           gates[-1].output])
-        stem, last = probe.predict(_inputs(model), verbose=0)
+        stem, last = probe.predict(random_inputs(model), verbose=0)
         np.testing.assert_array_equal(stem, last)
 
 
@@ -185,7 +174,7 @@ def test_gates_at_or_below_zero_make_exact_identities(builder, kwargs):
 ])
 def test_gradients_reach_every_gate(builder, kwargs):
     model = builder(**kwargs)
-    x = _inputs(model, batch=8)
+    x = random_inputs(model, batch=8)
     y = RNG.integers(0, 10, size=8)
     ks = [g.k for g in gate_layers(model)]
     with tf.GradientTape() as tape:
@@ -202,7 +191,7 @@ def test_mixed_float16():
     assert all(g.k.dtype == "float32" for g in gates)
     assert gates[0].compute_dtype == "float16"
     assert model.get_layer("predictions").compute_dtype == "float32"
-    x = _inputs(model, batch=4)
+    x = random_inputs(model, batch=4)
     with tf.GradientTape() as tape:
         out = model(x, training=True)
         loss = tf.reduce_mean(out[:, 0])
@@ -234,7 +223,7 @@ def _tiny_kwargs(name):
                             pytest.param("resnet1001", marks=pytest.mark.slow)])
 def test_every_builder_builds_and_runs(name):
     model = zoo.get_model(name, **_tiny_kwargs(name))
-    out = keras.ops.convert_to_numpy(model(_inputs(model, batch=2), training=False))
+    out = keras.ops.convert_to_numpy(model(random_inputs(model, batch=2), training=False))
     classes = 1000 if model.get_layer("predictions").units == 1000 else 10
     assert out.shape == (2, classes)
     np.testing.assert_allclose(out.sum(axis=1), 1.0, rtol=1e-4)
@@ -281,8 +270,8 @@ def test_keras_save_load_round_trip(tmp_path, name, kwargs):
     model = zoo.get_model(name, **kwargs)
     for gate in gate_layers(model):
         gate.k.assign(0.7)
-    _randomize_bn(model)
-    x = _inputs(model)
+    randomize_bn(model)
+    x = random_inputs(model)
     path = tmp_path / "model.keras"
     model.save(path)
     keras.backend.clear_session()

@@ -10,7 +10,7 @@ counterpart in Keras' ResNetV2.
 
 import keras
 
-from keras_gresnet.layers import BLOCKS, UNITS, check_unit_args, conv, residual_unit
+from keras_gresnet.layers import BLOCKS, check_unit_args, conv, residual_unit
 from keras_gresnet.layers.units import PREACT_UNITS
 from keras_gresnet._checks import check_choice, check_int, check_rate
 from keras_gresnet.zoo._base import check_common, head, load_requested_weights, model_input
