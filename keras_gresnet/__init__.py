@@ -8,7 +8,10 @@ import importlib
 
 __version__ = "0.1.0"
 
-_SUBMODULES = ("cli", "convert", "data", "layers", "recipes", "weights", "zoo")
+_SUBMODULES = (
+    "analysis", "cli", "convert", "data", "finetune", "layers", "plots", "recipes",
+    "training", "weights", "zoo",
+)
 __all__ = [*_SUBMODULES, "__version__"]
 
 

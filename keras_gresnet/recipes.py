@@ -26,7 +26,7 @@ import types
 import keras
 
 from keras_gresnet.data import PREPROCESSINGS
-from keras_gresnet.layers import gate_layers
+from keras_gresnet.layers import all_layers, gate_layers
 
 MILESTONE_UNITS = ("fraction", "epoch", "step")
 
@@ -322,14 +322,6 @@ def get_recipe(name, **overrides):
 # Weight decay and BN momentum on a built model.
 
 
-def _all_layers(model):
-    """Every layer inside ``model``, nested models included."""
-    for layer in model.layers:
-        yield layer
-        if hasattr(layer, "layers"):
-            yield from _all_layers(layer)
-
-
 def decay_variables(model, k_decay=False):
     """The variables the papers decay: every conv/dense ``kernel`` (weights
     named ``kernel``), plus every gate ``k`` when ``k_decay``. Biases and
@@ -371,7 +363,7 @@ def apply_weight_decay(model, weight_decay, k_decay=False):
     # Every candidate, so that a gate decayed by an earlier call is cleared.
     for variable in decay_variables(model, k_decay=True):
         variable.regularizer = regularizer if id(variable) in decayed_ids else None
-    for layer in _all_layers(model):
+    for layer in all_layers(model):
         if hasattr(layer, "kernel_regularizer"):
             layer.kernel_regularizer = regularizer
     return decayed if regularizer else []
@@ -384,7 +376,7 @@ def set_bn_momentum(model, momentum):
     value. Returns the number of layers changed."""
     if not _is_real(momentum) or not 0 <= momentum < 1:
         raise ValueError(f"momentum must be in [0, 1), got {momentum!r}")
-    layers = [l for l in _all_layers(model) if isinstance(l, keras.layers.BatchNormalization)]
+    layers = [l for l in all_layers(model) if isinstance(l, keras.layers.BatchNormalization)]
     for layer in layers:
         layer.momentum = float(momentum)
     return len(layers)

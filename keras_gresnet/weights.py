@@ -624,7 +624,9 @@ def save_preset(model, directory, *, builder, builder_kwargs, metadata=None, ove
             f"{_call(builder, kwargs)} does not rebuild {model.name} (its weights differ "
             f"in names or shapes): pass the builder_kwargs the model was built with"
         )
-    del twin
+    # The twin is uncompiled: its weights file holds no optimizer variables,
+    # which from_preset (loading into a fresh build) would refuse.
+    twin.set_weights(model.get_weights())
     if metadata is not None and not isinstance(metadata, dict):
         raise ValueError(f"metadata must be a dict (JSON-ready), got {metadata!r}")
     if directory.exists() and not overwrite:
@@ -638,7 +640,7 @@ def save_preset(model, directory, *, builder, builder_kwargs, metadata=None, ove
     try:
         tmp.mkdir()
         write_json(tmp / PRESET_CONFIG, config)
-        model.save_weights(tmp / PRESET_WEIGHTS)
+        twin.save_weights(tmp / PRESET_WEIGHTS)
         write_json(tmp / PRESET_METADATA, metadata or {})
         if directory.exists():
             os.replace(directory, old)

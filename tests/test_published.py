@@ -15,6 +15,8 @@ UNTRAINED = [e for e in weights.list_weights() if e["status"] == weights.NOT_TRA
 
 def test_registry_publishes_the_fashion_mnist_models():
     names = {e["name"] for e in PUBLISHED}
+    assert [e["name"] for e in zoo.list_weights("gresnet_mlp*")] == sorted(
+        n for n in names if n.startswith("gresnet_mlp"))
     for kind in ("plain", "resnet", "gresnet"):
         for depth in (2, 10, 20, 50, 100):
             assert f"{kind}_mlp{depth}_fashion_mnist" in names

@@ -399,11 +399,11 @@ def test_preset_round_trip(tmp_path, published, registry):
 def test_interrupted_preset_save_leaves_no_preset(tmp_path, monkeypatch, published):
     model = zoo.gresnet_mlp(depth=2, input_shape=MLP_SHAPE)
 
-    def dies(path, *args, **kwargs):
+    def dies(self, path, *args, **kwargs):
         Path(path).write_bytes(b"half a file")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(model, "save_weights", dies)
+    monkeypatch.setattr(keras.Model, "save_weights", dies)
     with pytest.raises(KeyboardInterrupt):
         weights.save_preset(model, tmp_path / "tiny", builder="gresnet_mlp", builder_kwargs=MLP)
     assert _files(tmp_path) == []
@@ -412,7 +412,7 @@ def test_interrupted_preset_save_leaves_no_preset(tmp_path, monkeypatch, publish
     good = zoo.gresnet_mlp(depth=2, input_shape=MLP_SHAPE,
                            weights=published.folder / "gresnet_mlp2_tiny.keras")
     weights.save_preset(good, tmp_path / "tiny", builder="gresnet_mlp", builder_kwargs=MLP)
-    monkeypatch.setattr(model, "save_weights", dies)
+    monkeypatch.setattr(keras.Model, "save_weights", dies)
     with pytest.raises(KeyboardInterrupt):
         weights.save_preset(model, tmp_path / "tiny", builder="gresnet_mlp",
                             builder_kwargs=MLP, overwrite=True)

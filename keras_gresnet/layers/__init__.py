@@ -6,6 +6,7 @@ from keras_gresnet.layers.merges import (
     ResidualGate,
     ScaledAdd,
     ShortcutGate,
+    all_layers,
     gate_layers,
 )
 from keras_gresnet.layers.units import (
@@ -32,6 +33,7 @@ __all__ = [
     "ResidualGate",
     "ScaledAdd",
     "ShortcutGate",
+    "all_layers",
     "check_unit_args",
     "conv",
     "dense_layer",

@@ -182,13 +182,15 @@ class ShortcutGate(keras.layers.Layer):
         return config
 
 
+def all_layers(model):
+    """Every layer of ``model``, a nested model before its own layers."""
+    for layer in model.layers:
+        yield layer
+        if hasattr(layer, "layers"):
+            yield from all_layers(layer)
+
+
 def gate_layers(model):
     """Every :class:`ResidualGate` of ``model`` (nested models included), in
     network order; ``gate.name`` is its block, ``gate.g`` its current g(k)."""
-    gates = []
-    for layer in model.layers:
-        if isinstance(layer, ResidualGate):
-            gates.append(layer)
-        elif hasattr(layer, "layers"):
-            gates.extend(gate_layers(layer))
-    return gates
+    return [layer for layer in all_layers(model) if isinstance(layer, ResidualGate)]
