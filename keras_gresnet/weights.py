@@ -454,19 +454,26 @@ def check_argument(weights, builder):
 
 def check_call(builder, args, kwargs):
     """``check_fits`` for a public builder call ``builder(*args, **kwargs)``
-    whose ``weights=`` names a registry entry (the zoo's registry calls it
-    for the outermost builder, which sees the arguments as the entry lists
-    them). Anything else is left to the builder's own checks."""
+    whose ``weights=`` names a registry entry or a dataset (the zoo's
+    registry calls it for the outermost builder, which sees the arguments as
+    the entry lists them). Returns the entry's name (``weights="fashion_mnist"``
+    resolves to the published entry that fits), or ``None`` for anything
+    else, which is left to the builder's own checks."""
     weights = kwargs.get("weights")
     if not isinstance(weights, str) or _is_path(weights):
-        return
-    entry = _read_registry().get(weights)
-    if entry is None:
-        return
+        return None
+    registry = _read_registry()
+    entry = registry.get(weights)
+    # A dataset name, as Keras Applications take weights="imagenet": the
+    # published entry of this builder, these arguments and that dataset.
+    candidates = [e for e in registry.values() if e["builder"] == builder.__name__
+                  and e["dataset"] == weights and e["status"] == PUBLISHED]
+    if entry is None and not candidates:
+        return None
     try:
         bound = inspect.signature(builder).bind(*args, **kwargs)
     except TypeError:
-        return  # the builder reports its own bad call
+        return None  # the builder reports its own bad call
     call = {}
     for key, value in bound.arguments.items():
         kind = bound.signature.parameters[key].kind
@@ -474,7 +481,21 @@ def check_call(builder, args, kwargs):
     input_shape = call.get("input_shape")
     if input_shape is None and call.get("input_tensor") is not None:
         input_shape = tuple(call["input_tensor"].shape[1:])
-    check_fits(entry, builder.__name__, call, input_shape)
+    if entry is not None:
+        check_fits(entry, builder.__name__, call, input_shape)
+        return weights
+    for candidate in candidates:
+        try:
+            check_fits(candidate, builder.__name__, call, input_shape)
+        except ValueError:
+            continue
+        return candidate["name"]
+    raise ValueError(
+        f"weights={weights!r}: no published {weights} weights of {builder.__name__} fit "
+        f"these arguments; published: "
+        + ", ".join(f"{c['name']} ({_call(builder.__name__, c['builder_kwargs'])})"
+                    for c in candidates)
+    )
 
 
 def _h5_variable_count(path):

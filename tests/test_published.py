@@ -61,3 +61,18 @@ def test_loading_gives_the_recorded_test_error(entry, fashion_test, monkeypatch,
                                 for x, _ in test])
     error = 100 * np.mean(predicted != labels)
     assert error == pytest.approx(entry["test_error_percent"], abs=0.1)
+
+
+def test_dataset_name_resolves_like_keras_applications(monkeypatch, tmp_path):
+    """``weights="fashion_mnist"`` (as Keras' ``weights="imagenet"``) picks
+    the published entry of this builder and these arguments."""
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path))
+    by_dataset = zoo.gresnet_mlp(depth=2, weights="fashion_mnist")
+    by_name = zoo.gresnet_mlp(depth=2, weights="gresnet_mlp2_fashion_mnist")
+    for a, b in zip(by_dataset.get_weights(), by_name.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match=r"no published fashion_mnist weights of "
+                                         r"gresnet_mlp fit.*gresnet_mlp\(depth=2\)"):
+        zoo.gresnet_mlp(depth=4, weights="fashion_mnist")
+    with pytest.raises(ValueError, match="weights='cifar10' has no registry entry"):
+        zoo.gresnet_mlp(depth=2, weights="cifar10")

@@ -38,7 +38,9 @@ def register_model(fn=None, *, configs=None):
                     # before anything is built or downloaded.
                     from keras_gresnet import weights
 
-                    weights.check_call(fn, args, kwargs)
+                    resolved = weights.check_call(fn, args, kwargs)
+                    if resolved is not None:  # a dataset name -> its entry
+                        kwargs["weights"] = resolved
                 return fn(*args, **kwargs)
             finally:
                 _OUTERMOST.reset(token)
