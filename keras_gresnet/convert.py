@@ -16,6 +16,8 @@ ImageNet-pretrained GResNet::
     model = convert.from_keras_applications(my_resnet50v2)  # any built one
 """
 
+import inspect
+
 import keras
 
 from keras_gresnet import zoo
@@ -27,17 +29,6 @@ KERAS_RESNET_V2 = {"ResNet50V2": 50, "ResNet101V2": 101, "ResNet152V2": 152}
 # The models' inputs are Keras' ResNetV2 inputs: pixels scaled to [-1, 1].
 preprocess_input = keras.applications.resnet_v2.preprocess_input
 
-# The Keras Applications arguments, at Keras' defaults (weights aside: None,
-# so nothing is downloaded unless asked for).
-_KERAS_DEFAULTS = dict(
-    include_top=True,
-    weights=None,
-    input_tensor=None,
-    input_shape=None,
-    pooling=None,
-    classes=1000,
-    classifier_activation="softmax",
-)
 
 
 def _is_default(value, default):
@@ -142,7 +133,9 @@ def from_keras_applications(
                  classifier_activation=classifier_activation)
     if isinstance(keras_model_or_name, keras.Model):
         source = keras_model_or_name
-        clash = sorted(k for k, v in given.items() if not _is_default(v, _KERAS_DEFAULTS[k]))
+        # The signature's own defaults (Keras', but weights=None: no download).
+        defaults = inspect.signature(from_keras_applications).parameters
+        clash = sorted(k for k, v in given.items() if not _is_default(v, defaults[k].default))
         if clash:
             raise ValueError(
                 f"{', '.join(clash)} build a model from a name; the given model "
