@@ -8,11 +8,13 @@ from pathlib import Path
 
 @contextlib.contextmanager
 def atomic_path(path):
-    """Yield a temporary path beside ``path`` (same folder, same suffix, so
-    Keras and matplotlib accept it); on success it replaces ``path`` in one
-    ``os.replace``, on failure it is removed and ``path`` is left untouched."""
+    """Yield a temporary path beside ``path`` (same folder, same suffixes,
+    e.g. ``.weights.h5``, so Keras and matplotlib accept it); on success it
+    replaces ``path`` in one ``os.replace``, on failure it is removed and
+    ``path`` is left untouched."""
     path = Path(path)
-    tmp = path.with_name(f".{path.stem}.tmp{os.getpid()}{path.suffix}")
+    stem, dot, suffixes = path.name.partition(".")
+    tmp = path.with_name(f".{stem}.tmp{os.getpid()}{dot}{suffixes}")
     try:
         yield tmp
         os.replace(tmp, path)

@@ -4,6 +4,7 @@
     keras-gresnet train MODEL [--depth 20 ...builder arguments] [--dataset ...]
                         [--recipe ...] [--epochs ... any recipe field] [--seed ...]
                         [--out ...] [--strategy ...]
+                        [--workers host:port,... --worker-index i]
     keras-gresnet evaluate RUN_FOLDER_OR_MODEL_FILE
     keras-gresnet weights list ['*mlp*'] | download NAME | verify [NAME]
                           [--cache-dir DIR]
@@ -123,13 +124,17 @@ def cmd_train(args, extra):
         data_dir=args.data_dir,
         max_train_examples=args.max_train_examples,
         max_test_examples=args.max_test_examples,
+        sync_batchnorm=args.sync_batchnorm,
+        workers=args.workers,
+        worker_index=args.worker_index,
         verbose="auto" if sys.stdout.isatty() else 2,
         **overrides,
     )
     r = run.results
+    where = f"run folder {run.out}" if run.out else "the chief writes the run folder"
     print(f"{run.config['model']} on {run.config['dataset']}: test error "
           f"{r['test_error_percent']:.2f}% (loss {r['test_loss']:.4f}) after "
-          f"{r['epochs']} epochs; run folder {run.out}")
+          f"{r['epochs']} epochs; {where}")
     if r["gates"]:
         ks = list(r["gates"].values())
         print(f"gates: {len(ks)}, mean g(k) {sum(ks) / len(ks):.3f}, "
@@ -271,7 +276,14 @@ def build_parser():
     p.add_argument("--out", help="run folder (default runs/MODEL-DATASET-seedSEED)")
     p.add_argument("--overwrite", action="store_true", help="retrain a finished run folder")
     p.add_argument("--strategy", default="auto",
-                   help="auto (mirrored when >1 GPU), default, one_device, mirrored")
+                   help="auto (multi_worker with a cluster, else mirrored when >1 GPU), "
+                   "default, one_device, mirrored, multi_worker")
+    p.add_argument("--workers", help="multi-worker cluster: every worker's host:port, "
+                   "comma-separated, the same on every worker (writes TF_CONFIG)")
+    p.add_argument("--worker-index", type=int,
+                   help="this worker's position in --workers (0 is the chief)")
+    p.add_argument("--sync-batchnorm", action="store_true",
+                   help="BatchNorm statistics over the global batch, not each replica's")
     p.add_argument("--validation-split", type=float, default=0.0)
     p.add_argument("--data-dir", help="folder with the dataset's files (offline)")
     p.add_argument("--max-train-examples", type=int)
@@ -327,10 +339,12 @@ def main(argv=None):
         print(f"keras-gresnet {args.command}: error: {error}", file=sys.stderr)
         return 2
     except RuntimeError as error:
-        if type(error).__name__ != "TrainingDiverged":
+        # Exit 3: the loss diverged; 4: a worker was lost (rerun to resume).
+        codes = {"TrainingDiverged": 3, "WorkerLost": 4}
+        if type(error).__name__ not in codes:
             raise
         print(f"keras-gresnet {args.command}: {error}", file=sys.stderr)
-        return 3
+        return codes[type(error).__name__]
     return 0
 
 

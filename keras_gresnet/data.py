@@ -473,6 +473,7 @@ def make_dataset(
     flatten=False,
     drop_remainder=False,
     seed=0,
+    epochs=None,
 ):
     """A batched ``tf.data.Dataset`` of ``(float32 images, int32 labels)``.
 
@@ -481,6 +482,18 @@ def make_dataset(
     twice. Each step shuffles (seeded, reshuffled every epoch) only example
     indices, gathers a batch, then normalises and augments it with one
     vectorized op over the batch, and prefetches (AUTOTUNE).
+
+    Two kinds of stream:
+
+    - ``epochs=None``: one pass over the data. Every new iterator reshuffles
+      (``tf.data``'s seeded ``reshuffle_each_iteration``), so the order of a
+      pass depends on how many iterators came before it.
+    - ``epochs=(start, stop)`` (or ``stop``, meaning ``(0, stop)``): the
+      batches of epochs ``start .. stop - 1`` in one stream. The order and
+      augmentation of epoch ``e`` are a pure function of ``(seed, e)``. So a
+      run resumed at epoch ``e`` sees the batches the uninterrupted run saw,
+      and so does every process of a multi-worker run. Read it with
+      ``steps_per_epoch``.
 
     Args:
         images: uint8 ``(N, H, W, C)``.
@@ -496,6 +509,7 @@ def make_dataset(
             also flatten by themselves).
         drop_remainder: drop the last, smaller batch.
         seed: seeds the shuffle and the augmentation (same seed, same batches).
+        epochs: ``None``, or the epochs ``(start, stop)`` to stream (see above).
     """
     images = np.asarray(images)
     labels = np.asarray(labels)
@@ -506,6 +520,11 @@ def make_dataset(
     batch_size = check_int(batch_size, "batch_size", 1)
     padding = check_int(padding, "padding", 0)
     seed = check_int(seed, "seed", 0)
+    if epochs is not None:
+        start, stop = (0, epochs) if isinstance(epochs, int) else tuple(epochs)
+        start, stop = check_int(start, "epochs start", 0), check_int(stop, "epochs stop", 0)
+        if start > stop:
+            raise ValueError(f"epochs must be (start, stop) with start <= stop, got {epochs!r}")
     if preprocessing is None:
         preprocessing = Preprocessing.fit("scale", images[:0])
     if not isinstance(preprocessing, Preprocessing):
@@ -521,15 +540,21 @@ def make_dataset(
     # Whole arrays as one dataset element (as Keras' array adapter does), so
     # they are not baked into the map function's graph.
     arrays = tf.data.Dataset.from_tensors((images, labels.astype(np.int32))).repeat()
-    indices = tf.data.Dataset.range(len(images))
-    if shuffle:
-        indices = indices.shuffle(len(images), seed=seed, reshuffle_each_iteration=True)
-    indices = indices.batch(batch_size, drop_remainder=drop_remainder)
-    # One stateless seed per batch, a new sequence every epoch.
-    seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
+    if epochs is None:
+        indices = tf.data.Dataset.range(len(images))
+        if shuffle:
+            indices = indices.shuffle(len(images), seed=seed, reshuffle_each_iteration=True)
+        indices = indices.batch(batch_size, drop_remainder=drop_remainder)
+        # One stateless seed per batch, a new sequence every epoch.
+        seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
+        batches = tf.data.Dataset.zip(indices, seeds)
+    else:
+        batches = _epoch_stream(len(images), batch_size, shuffle, drop_remainder, seed,
+                                start, stop)
     example_size = math.prod(images.shape[1:])
 
-    def make_batch(index, data, batch_seed):
+    def make_batch(batch, data):
+        index, batch_seed = batch
         x = preprocessing(tf.gather(data[0], index))
         if augment:
             x = random_crop_and_flip(x, batch_seed, padding)
@@ -537,9 +562,28 @@ def make_dataset(
             x = tf.reshape(x, (-1, example_size))
         return x, tf.gather(data[1], index)
 
-    dataset = tf.data.Dataset.zip(indices, arrays, seeds)
+    dataset = tf.data.Dataset.zip(batches, arrays)
     dataset = dataset.map(make_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def _epoch_stream(num_examples, batch_size, shuffle, drop_remainder, seed, start, stop):
+    """``(index batch, batch seed)`` pairs of epochs ``start .. stop - 1``,
+    each epoch's a pure function of ``(seed, epoch)``."""
+    fold_in = tf.random.experimental.stateless_fold_in
+
+    def epoch_batches(epoch):
+        epoch_seed = fold_in(tf.constant([seed, 0], tf.int64), epoch)
+        order = tf.range(num_examples, dtype=tf.int64)
+        if shuffle:
+            order = tf.random.experimental.stateless_shuffle(order, epoch_seed)
+        batches = tf.data.Dataset.from_tensor_slices(order).batch(
+            batch_size, drop_remainder=drop_remainder)
+        steps = tf.data.Dataset.range(tf.int64.max)
+        seeds = steps.map(lambda step: fold_in(epoch_seed, step + 1))
+        return tf.data.Dataset.zip(batches, seeds)
+
+    return tf.data.Dataset.range(start, stop).flat_map(epoch_batches)
 
 
 def _subset(indices, limit, seed):
@@ -571,6 +615,10 @@ class Pipeline:
         train, validation, test: ``tf.data.Dataset`` of batches
             ``(float32 images, int32 labels)``; ``validation`` is ``None``
             without ``validation_split``. Only ``train`` is shuffled/augmented.
+            ``train`` is one pass, reshuffled by every new iterator;
+            :meth:`train_epochs` streams given epochs, each one's order fixed
+            by the seed and the epoch (what :func:`keras_gresnet.training.train`
+            reads).
         preprocessing: the fitted :class:`Preprocessing` (training statistics).
         input_shape: one example's shape as the model sees it.
         num_classes, num_train, num_validation, num_test: sizes.
@@ -589,6 +637,14 @@ class Pipeline:
     num_test: int
     steps_per_epoch: int
     config: dict
+    train_epochs_fn: object = dataclasses.field(default=None, repr=False, compare=False)
+
+    def train_epochs(self, start, stop):
+        """The training batches of epochs ``start .. stop - 1`` as one stream,
+        each epoch's order and augmentation a pure function of the seed and
+        the epoch (:func:`make_dataset`'s ``epochs``): what a resumed or
+        multi-worker run reads, ``steps_per_epoch`` batches per epoch."""
+        return self.train_epochs_fn((start, stop))
 
 
 def pipeline(
@@ -647,18 +703,12 @@ def pipeline(
     train_index = _subset(train_index, max_train_examples, seed)
     test_index = _subset(np.arange(len(test_images)), max_test_examples, seed)
     test_images, test_labels = test_images[test_index], test_labels[test_index]
-    fitted = Preprocessing.fit(preprocessing, images[train_index])
+    train_images, train_labels = images[train_index], labels[train_index]
+    fitted = Preprocessing.fit(preprocessing, train_images)
     common = dict(batch_size=batch_size, preprocessing=fitted, flatten=flatten)
-    train = make_dataset(
-        images[train_index],
-        labels[train_index],
-        shuffle=True,
-        augment=augment,
-        padding=padding,
-        drop_remainder=drop_remainder,
-        seed=seed,
-        **common,
-    )
+    train_options = dict(shuffle=True, augment=augment, padding=padding,
+                         drop_remainder=drop_remainder, seed=seed, **common)
+    train = make_dataset(train_images, train_labels, **train_options)
     validation = None
     if len(validation_index):
         validation = make_dataset(
@@ -695,4 +745,6 @@ def pipeline(
         num_test=len(test_images),
         steps_per_epoch=rounding(num_train / batch_size),
         config=config,
+        train_epochs_fn=lambda epochs: make_dataset(train_images, train_labels,
+                                                    epochs=epochs, **train_options),
     )

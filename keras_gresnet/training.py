@@ -33,18 +33,24 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
-from keras_gresnet import data, plots, recipes, zoo
+from keras_gresnet import data, distributed, plots, recipes, zoo
 from keras_gresnet._checks import check_choice, check_int, check_rate
 from keras_gresnet._io import atomic_path, write_csv, write_json
 from keras_gresnet.layers import gate_layers
 
-STRATEGIES = ("auto", "default", "one_device", "mirrored")
+STRATEGIES = ("auto", "default", "one_device", "mirrored", "multi_worker")
 
 # The paper each model family comes from decides its default recipe and data.
 DEFAULT_RECIPES = (("*_mlp", "gr_mnist"), ("wide_*", "wrn_cifar"), ("*", "preact_cifar"))
 DEFAULT_DATASETS = (("*_mlp", "mnist"), ("*", "cifar10"))
 # Keys of config.json that may differ when a run is resumed.
 _VOLATILE = ("command", "versions")
+
+
+_NO_CLUSTER = (
+    "strategy='multi_worker' needs a cluster: set TF_CONFIG, or pass workers / "
+    "worker_index (--workers host:port,host:port --worker-index i)"
+)
 
 
 class TrainingDiverged(RuntimeError):
@@ -66,15 +72,24 @@ def default_dataset(model):
     return _first_match(model, DEFAULT_DATASETS)
 
 
-def make_strategy(name="auto"):
+def make_strategy(name="auto", cluster=None):
     """A ``tf.distribute`` strategy by name.
 
-    ``"auto"``: ``MirroredStrategy`` when more than one GPU is visible, else
-    the default (single-device) strategy. ``"mirrored"``: one replica per GPU,
-    or per logical CPU device when there is no GPU (e.g. set up with
-    ``tf.config.set_logical_device_configuration``).
+    ``"auto"``: ``MultiWorkerMirroredStrategy`` when a cluster is configured,
+    else ``MirroredStrategy`` when more than one GPU is visible, else the
+    default (single-device) strategy. ``"mirrored"``: one replica per GPU, or
+    per logical CPU device when there is no GPU (e.g. set up with
+    ``tf.config.set_logical_device_configuration``). ``"multi_worker"``: see
+    :mod:`keras_gresnet.distributed`; ``cluster`` (a
+    :class:`~keras_gresnet.distributed.Cluster`) is required.
     """
     check_choice(name, "strategy", STRATEGIES)
+    if name == "auto" and cluster is not None:
+        name = "multi_worker"
+    if name == "multi_worker":
+        if cluster is None:
+            raise ValueError(_NO_CLUSTER)
+        return distributed.make_strategy(cluster)
     gpus = tf.config.list_logical_devices("GPU")
     if name == "auto":
         name = "mirrored" if len(gpus) > 1 else "default"
@@ -103,12 +118,19 @@ def resolve_config(
     data_dir=None,
     max_train_examples=None,
     max_test_examples=None,
+    sync_batchnorm=False,
+    cluster=None,
     **overrides,
 ):
     """The full, JSON-ready config of a training run; every argument checked.
 
     ``overrides`` replace fields of the recipe (``epochs=2``,
-    ``learning_rate=0.01``, ``k_decay=True``...).
+    ``learning_rate=0.01``, ``k_decay=True``...). ``cluster``: the
+    :func:`keras_gresnet.distributed.resolve_cluster` of a multi-worker run
+    (``strategy="auto"`` then means ``"multi_worker"``); the config records
+    its ``num_workers``, not its addresses. ``sync_batchnorm``: BatchNorm
+    statistics over the global batch, not each replica's
+    (:func:`keras_gresnet.distributed.sync_batchnorm`).
     """
     builder = zoo.model_builder(model)
     dataset = dataset or default_dataset(model)
@@ -116,7 +138,18 @@ def resolve_config(
     recipe = recipes.get_recipe(recipe or default_recipe(model), **overrides)
     check_int(seed, "seed", 0)
     check_choice(strategy, "strategy", STRATEGIES)
+    if strategy == "auto" and cluster is not None:
+        strategy = "multi_worker"
+    if strategy == "multi_worker" and cluster is None:
+        raise ValueError(_NO_CLUSTER)
+    if cluster is not None and strategy != "multi_worker":
+        raise ValueError(
+            f"a cluster is configured (TF_CONFIG or workers), which needs strategy="
+            f"'multi_worker' or 'auto', got strategy={strategy!r}"
+        )
     check_rate(validation_split, "validation_split")
+    if not isinstance(sync_batchnorm, bool):
+        raise ValueError(f"sync_batchnorm must be True or False, got {sync_batchnorm!r}")
     for value, argument in ((max_train_examples, "max_train_examples"),
                             (max_test_examples, "max_test_examples")):
         if value is not None:
@@ -140,6 +173,8 @@ def resolve_config(
         recipe=recipe.get_config(),
         seed=int(seed),
         strategy=strategy,
+        num_workers=cluster.num_workers if cluster is not None else 1,
+        sync_batchnorm=sync_batchnorm,
         command=list(sys.argv),
         versions=dict(keras=keras.__version__, tensorflow=tf.__version__),
     )
@@ -151,6 +186,7 @@ def build_model(config, input_shape, num_classes):
         config["model"], input_shape=input_shape, classes=num_classes, **config["model_kwargs"]
     )
     recipes.Recipe.from_config(config["recipe"]).apply_to(model)
+    distributed.sync_batchnorm(model, config.get("sync_batchnorm", False))
     return model
 
 
@@ -163,6 +199,9 @@ def inference_copy(model):
     # (and saved with its optimizer) too.
     copy = model.__class__.from_config(model.get_config())
     copy.set_weights(model.get_weights())
+    # Synchronized BatchNorm is a training setting, and TensorFlow-only: the
+    # published file loads on every Keras backend.
+    distributed.sync_batchnorm(copy, False)
     return copy
 
 
@@ -179,21 +218,25 @@ class RunLogger(keras.callbacks.Callback):
     evaluates the test set each epoch (GR reports test error), and stops the
     run at the first NaN or infinite loss.
 
-    On a resumed run, rows of epochs that are trained again are dropped, so
-    the history never holds an epoch twice.
+    ``test``: a function returning the test set's ``{"loss", "accuracy"}``
+    (``None``: no test columns). ``out=None`` keeps the rows in memory only
+    (a multi-worker run's other workers). On a resumed run, rows of epochs
+    that are trained again are dropped, so the history never holds an epoch
+    twice. ``seconds``: the epoch's training and validation time.
     """
 
     GATE_COLUMNS = ("epoch", "index", "block", "k", "g")
 
-    def __init__(self, out, test_data=None):
+    def __init__(self, out, test=None):
         super().__init__()
-        self.out = Path(out)
-        self.test_data = test_data
-        self.history = _history_rows(self.out / "history.csv")
-        gates = self.out / "gates.csv"
-        self.gates = plots.read_gates(gates) if gates.exists() else []
+        self.out = None if out is None else Path(out)
+        self.test = test
+        self.history = [] if out is None else _history_rows(self.out / "history.csv")
+        gates = None if out is None else self.out / "gates.csv"
+        self.gates = plots.read_gates(gates) if gates and gates.exists() else []
         self.diverged = None
         self._trimmed = False
+        self._epoch_start = None
 
     def on_train_begin(self, logs=None):
         if not self.gates:
@@ -204,6 +247,7 @@ class RunLogger(keras.callbacks.Callback):
             self.history = [r for r in self.history if r["epoch"] < epoch]
             self.gates = [r for r in self.gates if r["epoch"] < epoch]
             self._trimmed = True
+        self._epoch_start = time.perf_counter()
 
     def on_train_batch_end(self, batch, logs=None):
         loss = (logs or {}).get("loss")
@@ -213,13 +257,14 @@ class RunLogger(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         row = {"epoch": epoch, **{k: float(v) for k, v in (logs or {}).items()}}
+        row["seconds"] = round(time.perf_counter() - self._epoch_start, 3)
         row["lr"] = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
-        if self.test_data is not None and not self.diverged:
-            test = self.model.evaluate(self.test_data, verbose=0, return_dict=True)
-            row.update({f"test_{k}": float(v) for k, v in test.items()})
+        if self.test is not None and not self.diverged:
+            row.update({f"test_{k}": float(v) for k, v in self.test().items()})
         self.history.append(row)
         self.gates += [dict(zip(self.GATE_COLUMNS, r)) for r in gate_rows(self.model, epoch)]
-        self.write()
+        if self.out is not None:
+            self.write()
 
     def write(self):
         columns = ["epoch"] + sorted({k for r in self.history for k in r} - {"epoch"})
@@ -237,9 +282,63 @@ def _history_rows(path):
     return [dict(zip(columns, values)) for values in zip(*columns.values())]
 
 
+class EpochBackup(keras.callbacks.Callback):
+    """After every epoch, saves the model and its optimizer state as
+    ``folder/epoch-NNNNN.weights.h5`` (a Keras weights file; NNNNN counts the
+    finished epochs). Each file is written atomically, and the last ``keep``
+    are kept. :meth:`restore` loads the newest that reads.
+
+    Unlike Keras' ``BackupAndRestore``, the epoch is in the name of the one
+    file that holds the weights: a kill at any moment leaves either the old or
+    the new checkpoint, never weights of one epoch with the count of another.
+    A diverged epoch (a NaN or infinite loss) is not saved.
+    """
+
+    def __init__(self, folder, keep=2):
+        super().__init__()
+        self.folder = Path(folder)
+        self.keep = check_int(keep, "keep", 1)
+
+    def checkpoints(self):
+        """``[(epochs finished, path)]``, oldest first."""
+        found = []
+        for path in self.folder.glob("epoch-*.weights.h5"):
+            count = path.name[len("epoch-"):-len(".weights.h5")]
+            if count.isdigit():
+                found.append((int(count), path))
+        return sorted(found)
+
+    def restore(self, model):
+        """Load the newest readable checkpoint into ``model`` (building its
+        optimizer first); returns its epoch count, 0 if there is none."""
+        if model.optimizer is not None and not model.optimizer.built:
+            model.optimizer.build(model.trainable_variables)
+        errors = []
+        for epoch, path in reversed(self.checkpoints()):
+            try:
+                model.load_weights(path)
+                return epoch
+            except (OSError, ValueError) as error:
+                errors.append(f"{path.name}: {error}")
+        if errors:
+            raise ValueError(f"no checkpoint in {self.folder} could be read: {errors}")
+        return 0
+
+    def on_epoch_end(self, epoch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(float(loss)):
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with atomic_path(self.folder / f"epoch-{epoch + 1:05d}.weights.h5") as tmp:
+            self.model.save_weights(tmp)
+        for _, path in self.checkpoints()[:-self.keep]:
+            path.unlink(missing_ok=True)
+
+
 @dataclasses.dataclass
 class Run:
-    """What :func:`train` returns."""
+    """What :func:`train` returns (``out`` is ``None`` on a multi-worker
+    run's non-chief workers, which write nothing)."""
 
     out: Path
     config: dict
@@ -278,7 +377,27 @@ def _check_run_folder(out, config, overwrite):
     return True
 
 
-def train(model, *, out=None, overwrite=False, verbose="auto", **kwargs):
+def _join_cluster(config, cluster, out, overwrite):
+    """Start the multi-worker strategy; the chief checks the run folder and
+    every worker learns its verdict. Returns ``(strategy, chief, resumed)``."""
+    dist = distributed.make_strategy(cluster)
+    chief, refusal, resumed = cluster.is_chief, None, False
+    if chief:
+        try:
+            resumed = _check_run_folder(out, config, overwrite)
+        except ValueError as error:
+            refusal = error
+    (accepted,) = distributed.broadcast_from_chief(dist, [float(refusal is None)], chief)
+    if refusal is not None:
+        raise refusal
+    if not float(accepted):
+        raise ValueError(f"the chief refused the run folder {str(out)!r}; its error "
+                         f"message says why")
+    return dist, chief, resumed
+
+
+def train(model, *, out=None, overwrite=False, verbose="auto", workers=None,
+          worker_index=None, **kwargs):
     """Train the zoo model ``model`` with its paper's recipe; returns a :class:`Run`.
 
     Args:
@@ -287,6 +406,10 @@ def train(model, *, out=None, overwrite=False, verbose="auto", **kwargs):
             An unfinished run there is resumed; a finished one is refused
             unless ``overwrite``.
         verbose: Keras' ``fit`` verbosity (``"auto"``: a progress bar).
+        workers, worker_index: a multi-worker cluster
+            (:mod:`keras_gresnet.distributed`): every worker's ``host:port``,
+            the same list on every worker, and this worker's index in it.
+            They write ``TF_CONFIG``; a ``TF_CONFIG`` already set does the same.
         **kwargs: the run's config, as :func:`resolve_config` takes it:
             ``dataset`` (default: the paper's), ``recipe`` (default: the
             paper's), ``model_kwargs`` (builder arguments: ``depth=20``...),
@@ -305,31 +428,42 @@ def train(model, *, out=None, overwrite=False, verbose="auto", **kwargs):
     Raises:
         TrainingDiverged: the loss became NaN or infinite (the run folder keeps
             its history and backup, no model.keras).
+        keras_gresnet.distributed.WorkerLost: a multi-worker run lost a
+            worker; start every worker again with the same command to resume.
     """
-    config = resolve_config(model, **kwargs)
+    cluster = distributed.resolve_cluster(workers, worker_index)
+    config = resolve_config(model, cluster=cluster, **kwargs)
     seed = config["seed"]
     recipe = recipes.Recipe.from_config(config["recipe"])
     out = Path(out or f"runs/{config['model']}-{config['dataset']}-seed{seed}")
-    resumed = _check_run_folder(out, config, overwrite)
+    multi_worker = config["strategy"] == "multi_worker"
+    if multi_worker:  # before any other TensorFlow op, as the strategy requires
+        dist, chief, resumed = _join_cluster(config, cluster, out, overwrite)
+    else:
+        resumed, chief = _check_run_folder(out, config, overwrite), True
+        dist = make_strategy(config["strategy"])
 
     keras.utils.set_random_seed(seed)
     tf.config.experimental.enable_op_determinism()
-    dist = make_strategy(config["strategy"])
     replicas = dist.num_replicas_in_sync
+    global_batch_size = recipe.batch_size * replicas
     pipe = data.pipeline(
         config["dataset"],
         data_dir=config["data_dir"],
         preprocessing=recipe.preprocessing,
-        batch_size=recipe.batch_size * replicas,
+        batch_size=global_batch_size,
         validation_split=config["validation_split"],
         augment=recipe.augment,
         seed=seed,
         max_train_examples=config["max_train_examples"],
         max_test_examples=config["max_test_examples"],
     )
+    if multi_worker:
+        distributed.check_last_batch(pipe.num_train, global_batch_size, replicas)
     config["data"] = pipe.config
     config["replicas"] = replicas
-    config["global_batch_size"] = recipe.batch_size * replicas
+    config["global_batch_size"] = global_batch_size
+    backup = EpochBackup(out / "backup")
     with dist.scope():
         net = build_model(config, pipe.input_shape, pipe.num_classes)
         net.compile(
@@ -337,26 +471,57 @@ def train(model, *, out=None, overwrite=False, verbose="auto", **kwargs):
             loss="sparse_categorical_crossentropy",
             metrics=["accuracy"],
         )
+        net.optimizer.build(net.trainable_variables)
+    # Outside the scope: loading makes Keras create a throw-away optimizer,
+    # whose variables would be broadcast (a collective op) by the chief alone.
+    initial_epoch = backup.restore(net) if chief and resumed else 0
+    if multi_worker:
+        trainer = distributed.Trainer(net, dist, chief)
+        initial_epoch = distributed.broadcast_state(dist, net, initial_epoch, chief)
 
-    # Only now that every argument has proved good does the folder change.
-    if overwrite:
-        for name in RUN_FILES:
-            (out / name).unlink(missing_ok=True)
-        shutil.rmtree(out / "backup", ignore_errors=True)
-    out.mkdir(parents=True, exist_ok=True)
-    if not resumed:
-        write_json(out / "config.json", config)
-    logger = RunLogger(out, test_data=pipe.test)
-    backup = keras.callbacks.BackupAndRestore(out / "backup", double_checkpoint=True)
+    def evaluate_test():
+        # Every replica tests with the BatchNorm statistics of the chief's
+        # replica 0, so the test error reported is the saved model's.
+        if multi_worker:
+            return trainer.evaluate(pipe.test)
+        distributed.share_statistics(dist, net)
+        return net.evaluate(pipe.test, verbose=0, return_dict=True)
+
+    # Only now that every argument has proved good does the folder change,
+    # and only the chief's.
+    if chief:
+        if overwrite:
+            for name in RUN_FILES:
+                (out / name).unlink(missing_ok=True)
+            shutil.rmtree(out / "backup", ignore_errors=True)
+        out.mkdir(parents=True, exist_ok=True)
+        if not resumed:
+            write_json(out / "config.json", config)
+    logger = RunLogger(out if chief else None, test=evaluate_test)
+    # The history is written before the backup: a kill between the two
+    # retrains that epoch and replaces its row, never loses it.
+    callbacks = [logger, backup] if chief else [logger]
+    epochs = recipe.fit_epochs(pipe.steps_per_epoch)
+    # Epoch e's batches are a function of (seed, e): a resumed run and every
+    # worker read what an uninterrupted single process reads.
+    train_data = pipe.train_epochs(initial_epoch, epochs)
     start = time.perf_counter()
-    fit = net.fit(
-        pipe.train,
-        epochs=recipe.fit_epochs(pipe.steps_per_epoch),
-        validation_data=pipe.validation,
-        callbacks=[backup, logger],
-        verbose=verbose,
-        shuffle=False,  # the pipeline shuffles (seeded)
-    )
+    if multi_worker:
+        trainer.fit(train_data, epochs=epochs, initial_epoch=initial_epoch,
+                    steps_per_epoch=pipe.steps_per_epoch, num_examples=pipe.num_train,
+                    global_batch_size=global_batch_size, validation_data=pipe.validation,
+                    callbacks=callbacks, verbose=verbose if chief else 0)
+    else:
+        net.fit(
+            train_data,
+            epochs=epochs,
+            initial_epoch=initial_epoch,
+            steps_per_epoch=pipe.steps_per_epoch,
+            validation_data=pipe.validation,
+            callbacks=callbacks,
+            verbose=verbose,
+            shuffle=False,  # the pipeline shuffles (seeded)
+        )
     seconds = time.perf_counter() - start
     if logger.diverged:
         raise TrainingDiverged(
@@ -364,17 +529,19 @@ def train(model, *, out=None, overwrite=False, verbose="auto", **kwargs):
             f"{len(logger.history)}); lower the learning rate (--learning-rate), "
             f"check the data, or try another seed. History so far: {out / 'history.csv'}"
         )
-    del fit
-    test = net.evaluate(pipe.test, verbose=0, return_dict=True)
+    test = evaluate_test()
     results = dict(
         test_loss=float(test["loss"]),
         test_accuracy=float(test["accuracy"]),
         test_error_percent=100 * (1 - float(test["accuracy"])),
-        epochs=len(logger.history),
+        epochs=logger.history[-1]["epoch"] + 1 if logger.history else initial_epoch,
         seconds_this_process=round(seconds, 1),
         gates={g.name: g.g for g in gate_layers(net)},
         params=zoo.summarize(net)["params"],
     )
+    if not chief:
+        return Run(out=None, config=config, model=net, history=logger.history,
+                   results=results)
     with atomic_path(out / "model.keras") as tmp:
         inference_copy(net).save(tmp)
     plots.plot_history(out / "history.csv", out / "history.png",
@@ -382,6 +549,9 @@ def train(model, *, out=None, overwrite=False, verbose="auto", **kwargs):
     if gate_layers(net):
         plots.plot_gates_over_epochs(logger.gates, out / "gates.png", title=net.name)
     write_json(out / "results.json", results)
+    # The backup goes last: a kill before results.json resumes with no epoch
+    # left to train and only writes the files again.
+    shutil.rmtree(out / "backup", ignore_errors=True)
     return Run(out=out, config=config, model=net, history=logger.history, results=results)
 
 

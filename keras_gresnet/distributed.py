@@ -1,0 +1,500 @@
+"""Training across machines with ``tf.distribute.MultiWorkerMirroredStrategy``.
+
+``model.fit`` does not run under MultiWorkerMirroredStrategy with Keras 3.15
+and TensorFlow 2.21: its symbolic build fails ("Attempt to convert a value
+(PerReplica...) to a Tensor"), and past that its metric reduction does. So
+:func:`keras_gresnet.training.train` keeps ``model.fit`` on one device and
+under MirroredStrategy, and for ``strategy="multi_worker"`` runs
+:class:`Trainer`. It uses the same model, recipe, optimizer, callbacks and run
+folder. Its training step is written with ``strategy.run`` and
+``tf.GradientTape``. The Keras optimizer's ``apply_gradients`` sums the
+gradients over all replicas with TensorFlow's collective ops, as it does
+under ``fit``.
+
+Cluster: configured the TensorFlow way, by ``TF_CONFIG``. ``workers`` and
+``worker_index`` (``--workers host:port,... --worker-index i``) write it for
+you. The chief is task ``chief``, or worker 0 where there is none.
+
+Data (:func:`distribute`): every worker builds the same seeded pipeline of
+global batches, and ``tf.data``'s ``AutoShardPolicy.DATA`` gives each worker
+its replicas' share of every global batch. tf.distribute splits each global
+batch into per-replica batches, and each worker keeps its own. So one step of
+N workers sees exactly the examples that one process with the same global
+batch sees. Each worker needs the dataset on its own disk.
+
+State: only the chief reads and writes the run folder. At the start, the
+chief's weights, optimizer state and epoch are broadcast to every worker
+(:func:`broadcast_from_chief`, a collective all-reduce of the chief's values
+and the others' zeros). So the workers need no shared file system, and a
+restarted job resumes from the chief's last backup.
+"""
+
+import dataclasses
+import json
+import math
+import os
+import re
+import signal
+import weakref
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_gresnet._checks import check_int
+
+# Roles of TF_CONFIG's tasks that train; the chief, if any, counts as a worker.
+TRAINING_JOBS = ("chief", "worker")
+_ADDRESS = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
+# Errors of a collective op whose peer died or stopped answering.
+_PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError,
+                tf.errors.CancelledError, tf.errors.DeadlineExceededError)
+
+
+class WorkerLost(RuntimeError):
+    """Another worker died or stopped answering during a collective op."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Cluster:
+    """One process's view of the cluster, as ``TF_CONFIG`` describes it.
+
+    Attributes:
+        jobs: ``{"chief": [address], "worker": [address, ...]}``.
+        task_type: ``"chief"`` or ``"worker"``.
+        task_index: this process's index within its job.
+    """
+
+    jobs: dict
+    task_type: str
+    task_index: int
+
+    @property
+    def num_workers(self):
+        return sum(len(self.jobs.get(job, ())) for job in TRAINING_JOBS)
+
+    @property
+    def is_chief(self):
+        """The chief task, or worker 0 when there is no chief."""
+        if "chief" in self.jobs:
+            return self.task_type == "chief"
+        return self.task_index == 0
+
+    @property
+    def address(self):
+        return self.jobs[self.task_type][self.task_index]
+
+    def tf_config(self):
+        """The ``TF_CONFIG`` dict of this process."""
+        return {"cluster": {job: list(addresses) for job, addresses in self.jobs.items()},
+                "task": {"type": self.task_type, "index": self.task_index}}
+
+
+def parse_workers(workers):
+    """``"host:port,host:port"`` (or a list of them) -> a tuple of addresses."""
+    items = workers.split(",") if isinstance(workers, str) else workers
+    try:
+        items = [str(item).strip() for item in items]
+    except TypeError:
+        items = None
+    if not items or not all(items):
+        raise ValueError(
+            f"workers must be host:port addresses separated by commas, e.g. "
+            f"'10.0.0.1:12345,10.0.0.2:12345', got {workers!r}"
+        )
+    for item in items:
+        match = _ADDRESS.match(item)
+        if not match or not 0 < int(match.group(2)) < 65536:
+            raise ValueError(
+                f"workers: {item!r} is not a host:port address (port 1-65535), e.g. "
+                f"'10.0.0.1:12345'"
+            )
+    if len(set(items)) != len(items):
+        raise ValueError(f"workers lists an address twice: {workers!r}")
+    return tuple(items)
+
+
+def _cluster_from_tf_config(text):
+    try:
+        spec = json.loads(text)
+        jobs, task = spec["cluster"], spec["task"]
+        task_type, task_index = task["type"], task["index"]
+    except (json.JSONDecodeError, KeyError, TypeError) as error:
+        raise ValueError(
+            f"TF_CONFIG must be JSON like {{\"cluster\": {{\"worker\": [\"host:port\", "
+            f"...]}}, \"task\": {{\"type\": \"worker\", \"index\": 0}}}}; it is "
+            f"{text!r} ({error})"
+        ) from None
+    if not isinstance(jobs, dict):
+        raise ValueError(f"TF_CONFIG's cluster must map job names to address lists, "
+                         f"got {jobs!r}")
+    others = sorted(set(jobs) - set(TRAINING_JOBS))
+    if others:
+        raise ValueError(
+            f"TF_CONFIG's cluster has jobs {others}: MultiWorkerMirroredStrategy "
+            f"trains with 'chief' and 'worker' tasks only"
+        )
+    jobs = {job: parse_workers(addresses) for job, addresses in jobs.items()}
+    if len(jobs.get("chief", ())) > 1:
+        raise ValueError(f"TF_CONFIG's cluster has {len(jobs['chief'])} chiefs; at most "
+                         f"one is allowed")
+    if task_type not in jobs:
+        raise ValueError(f"TF_CONFIG's task type {task_type!r} is not a job of its "
+                         f"cluster {sorted(jobs)}")
+    if not isinstance(task_index, int) or not 0 <= task_index < len(jobs[task_type]):
+        raise ValueError(
+            f"TF_CONFIG's task index must be 0..{len(jobs[task_type]) - 1} for job "
+            f"{task_type!r}, got {task_index!r}"
+        )
+    return Cluster(jobs, task_type, task_index)
+
+
+def resolve_cluster(workers=None, worker_index=None, environ=None):
+    """The :class:`Cluster` of this process, or ``None`` when none is
+    configured.
+
+    ``workers`` (``"host:port,..."``, the same list on every worker) with
+    ``worker_index`` (this worker's position in it) describe a cluster of
+    plain workers, worker 0 being the chief. Without them, ``TF_CONFIG`` is
+    read from ``environ`` (default ``os.environ``). Giving both, differently,
+    is an error.
+    """
+    environ = os.environ if environ is None else environ
+    if (workers is None) != (worker_index is None):
+        raise ValueError(
+            "workers and worker_index go together: pass --workers host:port,... "
+            "--worker-index i (the same list on every worker, i its position in it)"
+        )
+    from_env = environ.get("TF_CONFIG")
+    if workers is None:
+        return _cluster_from_tf_config(from_env) if from_env else None
+    addresses = parse_workers(workers)
+    index = check_int(worker_index, "worker_index", 0)
+    if index >= len(addresses):
+        raise ValueError(
+            f"worker_index must be 0..{len(addresses) - 1} (a position in workers), "
+            f"got {worker_index!r}"
+        )
+    cluster = Cluster({"worker": addresses}, "worker", index)
+    if from_env and _cluster_from_tf_config(from_env) != cluster:
+        raise ValueError(
+            "TF_CONFIG is set and describes another cluster than workers/worker_index; "
+            "give one of them (unset TF_CONFIG to use --workers)"
+        )
+    return cluster
+
+
+_STRATEGIES = {}
+
+
+def make_strategy(cluster):
+    """The process's ``MultiWorkerMirroredStrategy`` for ``cluster``.
+
+    Sets ``TF_CONFIG``. TensorFlow's collective ops can be set up only once
+    per process, so the strategy is created once and reused. Create it before
+    any other TensorFlow op runs. It waits until every worker has joined;
+    while it waits, TensorFlow ignores SIGTERM (stop it with SIGINT or
+    SIGKILL), and afterwards SIGTERM stops the process again.
+    """
+    config = json.dumps(cluster.tf_config(), sort_keys=True)
+    if config not in _STRATEGIES:
+        if _STRATEGIES:
+            raise ValueError(
+                "this process already joined another cluster; TensorFlow sets up "
+                "collective ops once per process (start a new process)"
+            )
+        os.environ["TF_CONFIG"] = config
+        _STRATEGIES[config] = tf.distribute.MultiWorkerMirroredStrategy()
+        # TensorFlow's preemption notifier now swallows SIGTERM (it logs
+        # "SIGTERM caught" and carries on), so a plain `kill` or a scheduler
+        # could not stop a worker. Give SIGTERM back its default: every file
+        # the run writes is atomic, and the job resumes from the last backup.
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    return _STRATEGIES[config]
+
+
+def _local_replicas(strategy):
+    return len(strategy.extended.worker_devices)
+
+
+_BROADCASTS = {}  # id(strategy) -> (weak reference to it, its traced all-reduce)
+
+
+def _broadcast_function(strategy):
+    """One traced function per strategy (no retracing per call): the chief's
+    first replica's ``flat``, every other replica's zeros, summed."""
+    entry = _BROADCASTS.get(id(strategy))
+    if entry is None or entry[0]() is not strategy:
+        strategy_ref, local = weakref.ref(strategy), _local_replicas(strategy)
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.float64),
+                                      tf.TensorSpec([], tf.bool)])
+        def all_reduce(flat, chief):
+            def replica():
+                context = tf.distribute.get_replica_context()
+                first = tf.equal(context.replica_id_in_sync_group % local, 0)
+                # Made on the replica's device: the all-reduce sends from there.
+                mine = tf.where(tf.logical_and(first, chief), flat, tf.zeros_like(flat))
+                return context.all_reduce("sum", mine)
+
+            dist = strategy_ref()
+            return dist.experimental_local_results(dist.run(replica))[0]
+
+        _BROADCASTS[id(strategy)] = (strategy_ref, all_reduce)
+    return _BROADCASTS[id(strategy)][1]
+
+
+def broadcast_from_chief(strategy, values, chief):
+    """The chief's ``values`` (tensors or variables), on every worker.
+
+    Every worker calls it with values of the same shapes and dtypes. The
+    chief's first replica contributes its values, every other replica zeros,
+    and a collective all-reduce sums them. The values travel as float64, which
+    is exact for float32 and for integers below 2**53.
+    """
+    values = [tf.convert_to_tensor(v) for v in values]
+    flat = tf.concat([tf.reshape(tf.cast(v, tf.float64), [-1]) for v in values], axis=0)
+    try:
+        summed = _broadcast_function(strategy)(flat, tf.constant(bool(chief)))
+    except _PEER_ERRORS as error:
+        raise _lost(error) from None
+    out, start = [], 0
+    for v in values:
+        size = math.prod(v.shape)
+        out.append(tf.cast(tf.reshape(summed[start:start + size], v.shape), v.dtype))
+        start += size
+    return out
+
+
+def broadcast_variables(strategy, variables, chief, extra=()):
+    """Assign the chief's first replica's values of ``variables`` to every
+    replica of every worker; returns the chief's ``extra`` values (numbers)."""
+    variables = list({id(v): v for v in variables}.values())
+    received = broadcast_from_chief(strategy, list(extra) + variables, chief)
+    for variable, value in zip(variables, received[len(extra):]):
+        variable.assign(value)
+    return [v.numpy() for v in received[:len(extra)]]
+
+
+def broadcast_state(strategy, model, epoch, chief):
+    """Give every worker the chief's weights, optimizer state and ``epoch``
+    (the first epoch to train); returns that epoch."""
+    (epoch,) = broadcast_variables(strategy, model.variables + model.optimizer.variables,
+                                   chief, extra=[epoch])
+    return int(epoch)
+
+
+def share_statistics(strategy, model, chief=True):
+    """Give every replica the chief's (replica 0's) non-trainable state, e.g.
+    BatchNorm's moving statistics, which Keras keeps per replica: an
+    evaluation then measures the model that the chief saves."""
+    if strategy.num_replicas_in_sync > 1 and model.non_trainable_variables:
+        broadcast_variables(strategy, model.non_trainable_variables, chief)
+
+
+def sync_batchnorm(model, synchronized=True):
+    """Make every BatchNormalization of ``model`` compute its batch
+    statistics over the global batch (an all-reduce over all replicas of all
+    workers; Keras' ``synchronized=True``) or, with ``False``, over each
+    replica's batch, as the papers' multi-GPU runs did. Then N workers train
+    as one process does at the same global batch. Returns the number of
+    layers changed."""
+    from keras_gresnet.layers import all_layers
+
+    layers = [l for l in all_layers(model) if isinstance(l, keras.layers.BatchNormalization)]
+    for layer in layers:
+        layer.synchronized = bool(synchronized)
+    return len(layers)
+
+
+def distribute(strategy, dataset):
+    """``dataset`` (batches of the global batch size) split across the
+    replicas of every worker with ``AutoShardPolicy.DATA``.
+
+    Every worker must build the same dataset, in the same order. The
+    pipelines of :mod:`keras_gresnet.data` are seeded and deterministic.
+    """
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return strategy.experimental_distribute_dataset(dataset.with_options(options))
+
+
+def check_last_batch(num_examples, global_batch_size, replicas):
+    """Refuse an epoch whose last, partial batch would leave a replica with
+    no example (BatchNorm's statistics of an empty batch are NaN)."""
+    remainder = num_examples % global_batch_size
+    if 0 < remainder < replicas:
+        raise ValueError(
+            f"the last batch of each epoch holds {remainder} of {num_examples} training "
+            f"examples, fewer than the {replicas} replicas, so a replica would get none; "
+            f"change batch_size or max_train_examples so that the examples divided by "
+            f"the global batch {global_batch_size} leave 0 or at least {replicas}"
+        )
+
+
+def _lost(error):
+    first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return WorkerLost(
+        f"lost contact with another worker ({type(error).__name__}: {first}). Start "
+        f"every worker again with the same command: the run resumes from the chief's "
+        f"last backup"
+    )
+
+
+def _cross_entropy_and_correct(labels, probabilities):
+    """Summed sparse cross-entropy (as Keras' loss computes it) and the number
+    of correct predictions, over a batch."""
+    probabilities = tf.cast(probabilities, tf.float32)
+    cross_entropy = keras.losses.sparse_categorical_crossentropy(labels, probabilities)
+    predicted = tf.argmax(probabilities, axis=-1, output_type=labels.dtype)
+    correct = tf.cast(tf.equal(predicted, labels), tf.float32)
+    return tf.reduce_sum(cross_entropy), tf.reduce_sum(correct)
+
+
+def _regularization(model):
+    losses = model.losses
+    return tf.add_n([tf.cast(x, tf.float32) for x in losses]) if losses else tf.zeros([])
+
+
+class Trainer:
+    """``fit`` and ``evaluate`` of a compiled Keras classifier under
+    ``strategy``, with the reported numbers of Keras' own ``fit``. ``chief``:
+    whether this process is the chief.
+
+    Loss: each replica's summed cross-entropy over the global batch's size,
+    plus the regularisation losses over the number of replicas. So the
+    optimizer's all-reduced (summed) gradient is the gradient of the mean loss
+    over the global batch, for a partial last batch too. ``loss`` and
+    ``accuracy`` are averaged over the epoch's examples, as Keras reports them.
+    """
+
+    def __init__(self, model, strategy, chief=True):
+        self.model = model
+        self.strategy = strategy
+        self.chief = chief
+        self._train_step = tf.function(self._train_step_fn)
+        self._evaluate = tf.function(self._evaluate_fn)
+        self._distributed = {}
+
+    def _replica_train_step(self, images, labels, global_size):
+        model = self.model
+        with tf.GradientTape() as tape:
+            probabilities = model(images, training=True)
+            cross_entropy, correct = _cross_entropy_and_correct(labels, probabilities)
+            regularization = _regularization(model)
+            loss = (cross_entropy / global_size
+                    + regularization / self.strategy.num_replicas_in_sync)
+            scaled = model.optimizer.scale_loss(loss)
+        gradients = tape.gradient(scaled, model.trainable_variables)
+        model.optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+        # One small all-reduce, so that every worker logs (and stops on) the
+        # same global numbers.
+        totals = tf.distribute.get_replica_context().all_reduce(
+            "sum", tf.stack([cross_entropy, correct]))
+        return totals, regularization
+
+    def _train_step_fn(self, iterator, global_size):
+        images, labels = next(iterator)
+        totals, regularization = self.strategy.run(
+            self._replica_train_step, args=(images, labels, global_size))
+        local = self.strategy.experimental_local_results
+        return local(totals)[0], local(regularization)[0]
+
+    def _replica_test_step(self, images, labels):
+        probabilities = self.model(images, training=False)
+        cross_entropy, correct = _cross_entropy_and_correct(labels, probabilities)
+        size = tf.cast(tf.shape(labels)[0], tf.float32)
+        return tf.distribute.get_replica_context().all_reduce(
+            "sum", tf.stack([cross_entropy, correct, size]))
+
+    def _evaluate_fn(self, dataset):
+        totals = tf.zeros([3])
+        for images, labels in dataset:
+            step = self.strategy.run(self._replica_test_step, args=(images, labels))
+            totals += self.strategy.experimental_local_results(step)[0]
+        return totals, _regularization(self.model)
+
+    def _distribute(self, dataset):
+        key = id(dataset)
+        if key not in self._distributed:
+            self._distributed[key] = (dataset, distribute(self.strategy, dataset))
+        return self._distributed[key][1]
+
+    def evaluate(self, dataset):
+        """``{"loss", "accuracy"}`` over ``dataset`` (global batches; every
+        worker reads its share), every replica with the chief's BatchNorm
+        statistics (:func:`share_statistics`): the model the chief saves."""
+        share_statistics(self.strategy, self.model, self.chief)
+        try:
+            totals, regularization = self._evaluate(self._distribute(dataset))
+        except _PEER_ERRORS as error:
+            raise _lost(error) from None
+        cross_entropy, correct, size = (float(x) for x in totals.numpy())
+        return {"loss": cross_entropy / size + float(regularization),
+                "accuracy": correct / size}
+
+    def fit(self, dataset, *, epochs, steps_per_epoch, num_examples, global_batch_size,
+            initial_epoch=0, validation_data=None, callbacks=(), verbose=0):
+        """Train from ``initial_epoch`` to ``epochs`` on ``dataset``, calling
+        the Keras ``callbacks`` as ``fit`` does; stops when one sets
+        ``model.stop_training``.
+
+        ``dataset`` streams the epochs ``initial_epoch .. epochs - 1``
+        (:meth:`keras_gresnet.data.Pipeline.train_epochs`), each
+        ``steps_per_epoch`` global batches of ``global_batch_size`` out of
+        ``num_examples`` examples, so an epoch's last batch may be partial.
+
+        Raises:
+            WorkerLost: another worker died or stopped answering.
+        """
+        check_last_batch(num_examples, global_batch_size, self.strategy.num_replicas_in_sync)
+        if steps_per_epoch != math.ceil(num_examples / global_batch_size):
+            raise ValueError(
+                f"steps_per_epoch={steps_per_epoch} does not match {num_examples} "
+                f"examples in global batches of {global_batch_size}"
+            )
+        callbacks = keras.callbacks.CallbackList(
+            list(callbacks), add_progbar=verbose != 0, model=self.model,
+            verbose=1 if verbose == "auto" else verbose, epochs=epochs, steps=steps_per_epoch)
+        train = self._distribute(dataset)
+        model = self.model
+        model.stop_training = False
+        logs = {}
+        try:
+            callbacks.on_train_begin()
+            iterator = iter(train)
+            for epoch in range(initial_epoch, epochs):
+                callbacks.on_epoch_begin(epoch)
+                loss_sum = correct_sum = 0.0
+                for step in range(steps_per_epoch):
+                    callbacks.on_train_batch_begin(step)
+                    size = min(global_batch_size, num_examples - step * global_batch_size)
+                    totals, regularization = self._train_step(
+                        iterator, tf.constant(size, tf.float32))
+                    cross_entropy, correct = (float(x) for x in totals.numpy())
+                    loss_sum += cross_entropy + size * float(regularization)
+                    correct_sum += correct
+                    seen = min(num_examples, (step + 1) * global_batch_size)
+                    logs = {"loss": loss_sum / seen, "accuracy": correct_sum / seen}
+                    callbacks.on_train_batch_end(step, logs)
+                    if model.stop_training:
+                        break
+                epoch_logs = dict(logs)
+                if validation_data is not None and not model.stop_training:
+                    epoch_logs.update({f"val_{k}": v
+                                       for k, v in self.evaluate(validation_data).items()})
+                callbacks.on_epoch_end(epoch, epoch_logs)
+                if model.stop_training:
+                    break
+            callbacks.on_train_end(logs)
+        except _PEER_ERRORS as error:
+            raise _lost(error) from None
+        return logs
+
+
+def local_values(variable):
+    """The values of ``variable`` on this worker's replicas, as numpy arrays."""
+    value = getattr(variable, "value", variable)
+    copies = getattr(value, "values", (value,))
+    return [np.asarray(c) for c in copies]
