@@ -28,3 +28,4 @@ test-slow: install data
 bench: install
 	$(PYTHON) scripts/bench_layers.py
 	$(PYTHON) scripts/bench_input.py
+	$(PYTHON) scripts/bench_distributed.py --sync-batchnorm

@@ -35,10 +35,10 @@ import math
 import os
 import re
 import signal
+import socket
 import weakref
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from keras_gresnet._checks import check_int
@@ -80,10 +80,6 @@ class Cluster:
             return self.task_type == "chief"
         return self.task_index == 0
 
-    @property
-    def address(self):
-        return self.jobs[self.task_type][self.task_index]
-
     def tf_config(self):
         """The ``TF_CONFIG`` dict of this process."""
         return {"cluster": {job: list(addresses) for job, addresses in self.jobs.items()},
@@ -112,6 +108,20 @@ def parse_workers(workers):
     if len(set(items)) != len(items):
         raise ValueError(f"workers lists an address twice: {workers!r}")
     return tuple(items)
+
+
+def local_workers(count):
+    """``"127.0.0.1:p1,127.0.0.1:p2,..."``: ``count`` ports that were free a
+    moment ago, for a cluster on this machine (tests, benchmarks, trying it)."""
+    check_int(count, "count", 1)
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return ",".join(f"127.0.0.1:{s.getsockname()[1]}" for s in sockets)
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def _cluster_from_tf_config(text):
@@ -492,9 +502,3 @@ class Trainer:
             raise _lost(error) from None
         return logs
 
-
-def local_values(variable):
-    """The values of ``variable`` on this worker's replicas, as numpy arrays."""
-    value = getattr(variable, "value", variable)
-    copies = getattr(value, "values", (value,))
-    return [np.asarray(c) for c in copies]

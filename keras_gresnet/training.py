@@ -421,9 +421,10 @@ def train(model, *, out=None, overwrite=False, verbose="auto", workers=None,
             ``validation_split`` (held out of the training set, reported as
             ``val_*``; the test set is evaluated after every epoch as
             ``test_*``), ``data_dir``, ``max_train_examples`` /
-            ``max_test_examples`` (seeded subsets, for quick runs), and any
-            recipe field (``epochs``, ``batch_size``, ``learning_rate``,
-            ``weight_decay``, ``k_decay``...).
+            ``max_test_examples`` (seeded subsets, for quick runs),
+            ``sync_batchnorm`` (BatchNorm statistics over the global batch),
+            and any recipe field (``epochs``, ``batch_size``,
+            ``learning_rate``, ``weight_decay``, ``k_decay``...).
 
     Raises:
         TrainingDiverged: the loss became NaN or infinite (the run folder keeps

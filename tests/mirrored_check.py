@@ -1,8 +1,9 @@
 """Run by tests/test_training.py in a fresh process: TensorFlow's logical
 devices must be configured before it starts. Trains the same model on 2
-logical CPU replicas (MirroredStrategy, 32 per replica) and on one device
-(batch 64, the same global batch); prints both histories, and whether the
-replicas' copies of every trainable variable are equal, as JSON."""
+logical CPU replicas (MirroredStrategy, 32 per replica), on one device
+(batch 64, the same global batch), and on the 2 replicas with synchronised
+BatchNorm; prints the histories, and whether the replicas' copies of every
+trainable variable are equal, as JSON."""
 
 import json
 import os
@@ -33,10 +34,12 @@ replicas_trainable_equal = all(
 )
 single = training.train("gresnet_mlp", strategy="default", batch_size=64,
                         out=f"{out}/single", **common)
+synchronized = training.train("gresnet_mlp", strategy="mirrored", batch_size=32,
+                              sync_batchnorm=True, out=f"{out}/synchronized", **common)
 print(json.dumps(dict(
     replicas=[mirrored.config["replicas"], single.config["replicas"]],
     global_batch=[mirrored.config["global_batch_size"], single.config["global_batch_size"]],
     replicas_trainable_equal=replicas_trainable_equal,
-    mirrored=mirrored.history, single=single.history,
+    mirrored=mirrored.history, single=single.history, synchronized=synchronized.history,
     results=[mirrored.results, single.results],
 )))

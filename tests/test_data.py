@@ -380,6 +380,45 @@ def test_pipeline_is_deterministic_under_seed(mnist_dir):
     assert not np.array_equal(first[0][0], epochs(8, 1)[0][0])
 
 
+def test_train_epochs_are_a_function_of_seed_and_epoch():
+    """The stream training reads: epoch e's order and crops depend on (seed, e)
+    only, so a run resumed at epoch 2 (or another worker) reads what the
+    uninterrupted run reads in its epoch 2."""
+    images = np.random.default_rng(0).integers(0, 256, (100, 8, 8, 1), dtype=np.uint8)
+    labels = np.arange(100)  # the label names the example
+
+    def stream(epochs, seed=3):
+        dataset = data.make_dataset(images, labels, batch_size=32, shuffle=True, augment=True,
+                                    padding=2, seed=seed, epochs=epochs)
+        return [(x.numpy(), y.numpy()) for x, y in dataset]
+
+    whole = stream((0, 3))
+    assert [len(y) for _, y in whole] == [32, 32, 32, 4] * 3
+    orders = [np.concatenate([y for _, y in whole[4 * e:4 * e + 4]]) for e in range(3)]
+    for order in orders:  # every example once per epoch
+        np.testing.assert_array_equal(np.sort(order), labels)
+    assert not np.array_equal(orders[0], orders[1]) and not np.array_equal(orders[1], orders[2])
+    for (x1, y1), (x2, y2) in zip(stream((2, 3)), whole[8:], strict=True):
+        np.testing.assert_array_equal(y1, y2)
+        np.testing.assert_array_equal(x1, x2)  # the same crops and flips too
+    again = stream(3)  # epochs=3 means (0, 3); a second pass is the same
+    assert all(np.array_equal(a[0], b[0]) for a, b in zip(again, whole, strict=True))
+    assert not np.array_equal(stream((0, 1), seed=4)[0][1], whole[0][1])
+    for bad in ((3, 1), (-1, 2)):
+        with pytest.raises(ValueError, match="epochs"):
+            data.make_dataset(images, labels, epochs=bad)
+
+
+def test_pipeline_train_epochs_covers_the_training_split(mnist_dir):
+    folder = str(mnist_dir[0])
+    pipe = data.pipeline("mnist", data_dir=folder, batch_size=32, seed=1)
+    batches = list(pipe.train_epochs(1, 3))
+    assert len(batches) == 2 * pipe.steps_per_epoch
+    seen = decode_index(np.concatenate([x for x, _ in batches[:pipe.steps_per_epoch]]))
+    np.testing.assert_array_equal(np.sort(seen), np.sort(decode_index(
+        np.concatenate([x for x, _ in pipe.train]))))
+
+
 # --------------------------------------------------------------------------
 # Validation split, batching options, argument checks.
 

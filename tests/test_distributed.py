@@ -13,7 +13,6 @@ import csv
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -36,18 +35,6 @@ DEADLINE = 300  # seconds for one job of workers; measured here: 10-25 s
 def read_csv(path):
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
-
-
-def free_addresses(count):
-    """``count`` ports on 127.0.0.1 that were free a moment ago."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return ",".join(f"127.0.0.1:{s.getsockname()[1]}" for s in sockets)
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def _env():
@@ -103,7 +90,7 @@ def job(commands, folders):
 def check_workers(tmp, count, overrides=None):
     """Run ``count`` workers of tests/multiworker_check.py (RUN, with
     ``overrides``); returns ``(folders, reports)``."""
-    addresses = free_addresses(count)
+    addresses = distributed.local_workers(count)
     folders = [tmp / f"w{i}" for i in range(count)]
     extra = [json.dumps(overrides)] if overrides else []
     commands = [[sys.executable, str(CHECK), addresses, str(i), str(tmp / "reports"), *extra]
@@ -253,7 +240,7 @@ def test_a_killed_worker_is_survived_by_resuming(tmp_path, two_workers):
     clear message; the same two commands again resume from the chief's backup
     and finish the run as if nothing had happened: the same weights as the
     uninterrupted run, each epoch once in the history."""
-    addresses = free_addresses(2)
+    addresses = distributed.local_workers(2)
     folders = [tmp_path / "w0", tmp_path / "w1"]
     commands = [_train_command(addresses, i) for i in range(2)]
     backup = folders[0] / "run" / "backup"
