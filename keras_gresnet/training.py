@@ -47,6 +47,7 @@ DEFAULT_DATASETS = (("*_mlp", "mnist"), ("*", "cifar10"))
 _VOLATILE = ("command", "versions")
 
 
+_MIRRORED = {}  # devices -> the process's MirroredStrategy over them
 _NO_CLUSTER = (
     "strategy='multi_worker' needs a cluster: set TF_CONFIG, or pass workers / "
     "worker_index (--workers host:port,host:port --worker-index i)"
@@ -97,8 +98,14 @@ def make_strategy(name="auto", cluster=None):
         return tf.distribute.get_strategy()
     if name == "one_device":
         return tf.distribute.OneDeviceStrategy("/gpu:0" if gpus else "/cpu:0")
-    devices = [d.name for d in (gpus or tf.config.list_logical_devices("CPU"))]
-    return tf.distribute.MirroredStrategy(devices)
+    devices = tuple(d.name for d in (gpus or tf.config.list_logical_devices("CPU")))
+    # One MirroredStrategy per process and device set: a second one restarts
+    # the collective instance keys, and its first all-reduce of another shape
+    # aborts ("Shape mismatch in the collective instance 100",
+    # tensorflow/tensorflow#62790).
+    if devices not in _MIRRORED:
+        _MIRRORED[devices] = tf.distribute.MirroredStrategy(list(devices))
+    return _MIRRORED[devices]
 
 
 def _builder_accepts(builder, argument):
