@@ -36,12 +36,14 @@ import os
 import re
 import signal
 import socket
+import threading
 import weakref
 
 import keras
 import tensorflow as tf
 
 from keras_gresnet._checks import check_int
+from keras_gresnet.layers import all_layers
 
 # Roles of TF_CONFIG's tasks that train; the chief, if any, counts as a worker.
 TRAINING_JOBS = ("chief", "worker")
@@ -214,13 +216,15 @@ def make_strategy(cluster):
                 "collective ops once per process (start a new process)"
             )
         os.environ["TF_CONFIG"] = config
+        handler = signal.getsignal(signal.SIGTERM)
         _STRATEGIES[config] = tf.distribute.MultiWorkerMirroredStrategy()
-        # TensorFlow's preemption notifier now swallows SIGTERM (it logs
-        # "SIGTERM caught" and carries on), so a plain `kill` or a scheduler
-        # could not stop a worker. Give SIGTERM back its default: every file
-        # the run writes is atomic, and the job resumes from the last backup.
-        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        # TensorFlow's preemption notifier has now replaced the SIGTERM
+        # handler with one that logs "SIGTERM caught" and carries on, so a
+        # plain `kill` or a scheduler could not stop a worker. Reinstall the
+        # handler Python had (by default: terminate). Every file a run writes
+        # is atomic, and the job resumes from its last backup.
+        if handler is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, handler)
     return _STRATEGIES[config]
 
 
@@ -310,8 +314,6 @@ def sync_batchnorm(model, synchronized=True):
     replica's batch, as the papers' multi-GPU runs did. Then N workers train
     as one process does at the same global batch. Returns the number of
     layers changed."""
-    from keras_gresnet.layers import all_layers
-
     layers = [l for l in all_layers(model) if isinstance(l, keras.layers.BatchNormalization)]
     for layer in layers:
         layer.synchronized = bool(synchronized)

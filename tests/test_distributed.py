@@ -225,14 +225,31 @@ def test_each_worker_reads_its_half_of_every_global_batch(two_workers):
     assert not np.array_equal(shards[0]["sums0"], shards[1]["sums0"])
 
 
-def _train_command(addresses, index):
+def _train_command(addresses, index, epochs=RUN["epochs"]):
+    workers = len(addresses.split(","))
     return [sys.executable, "-m", "keras_gresnet.cli", "train", RUN["model"],
             "--depth", str(RUN["model_kwargs"]["depth"]), "--dataset", RUN["dataset"],
-            "--epochs", str(RUN["epochs"]), "--seed", str(RUN["seed"]),
+            "--epochs", str(epochs), "--seed", str(RUN["seed"]),
             "--max-train-examples", str(RUN["max_train_examples"]),
             "--max-test-examples", str(RUN["max_test_examples"]),
-            "--batch-size", str(GLOBAL_BATCH // 2), "--out", "run",
+            "--batch-size", str(GLOBAL_BATCH // workers), "--out", "run",
             "--workers", addresses, "--worker-index", str(index)]
+
+
+def test_sigterm_stops_a_worker_once_the_cluster_is_up(tmp_path):
+    """TensorFlow's preemption notifier replaces the SIGTERM handler with one
+    that only logs; make_strategy reinstalls Python's, so `kill` works."""
+    command = _train_command(distributed.local_workers(1), 0, epochs=50)
+    history = tmp_path / "w0" / "run" / "history.csv"
+    with job([command], [tmp_path / "w0"]) as worker:
+        deadline = time.monotonic() + DEADLINE
+        while not history.exists():
+            assert time.monotonic() < deadline and worker.processes[0].poll() is None, \
+                worker.output(0)[-3000:]
+            time.sleep(0.02)
+        worker.processes[0].send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=30) == [-signal.SIGTERM], worker.output(0)[-3000:]
+    assert not (tmp_path / "w0" / "run" / "results.json").exists()
 
 
 def test_a_killed_worker_is_survived_by_resuming(tmp_path, two_workers):
