@@ -478,7 +478,7 @@ class Trainer:
             iterator = iter(train)
             for epoch in range(initial_epoch, epochs):
                 callbacks.on_epoch_begin(epoch)
-                loss_sum = correct_sum = 0.0
+                loss_sum = correct_sum = seen = 0.0
                 for step in range(steps_per_epoch):
                     callbacks.on_train_batch_begin(step)
                     size = min(global_batch_size, num_examples - step * global_batch_size)
@@ -487,7 +487,7 @@ class Trainer:
                     cross_entropy, correct = (float(x) for x in totals.numpy())
                     loss_sum += cross_entropy + size * float(regularization)
                     correct_sum += correct
-                    seen = min(num_examples, (step + 1) * global_batch_size)
+                    seen += size
                     logs = {"loss": loss_sum / seen, "accuracy": correct_sum / seen}
                     callbacks.on_train_batch_end(step, logs)
                     if model.stop_training:
