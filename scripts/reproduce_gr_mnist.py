@@ -1,15 +1,20 @@
 """GR Tables 1-2 and Figure 4: plain, ResNet and GResNet MLPs at each depth
 with GR's MNIST recipe; test error per depth and model, mean k per depth.
 
-    python scripts/reproduce_gr_mnist.py --dataset fashion_mnist \\
-        --depths 2,10,20,50,100 --epochs 20 --seeds 1 --out zoo/results/fashion_mnist
+    python scripts/reproduce_gr_mnist.py      # GR's protocol on real MNIST
+    python scripts/reproduce_gr_mnist.py --dataset fashion_mnist --epochs 20 \\
+        --seeds 1 --out zoo/results/fashion_mnist
+
+The runs, in this order: seed 0 of every kind at every depth, the gated plain
+net at ``--gated-plain-depths``, then seeds 1 .. ``--seeds``-1 of the ResNet
+and GResNet at each of ``--seed-depths`` in turn (GR's 100, then 50).
 
 Resumable: a finished run (its results.json exists) is not retrained, an
-unfinished one resumes. Writes to ``--out``: ``runs/{kind}_mlp{depth}-seed{s}/``
-(one run folder each), ``results.csv``, ``table.md`` (GR's layout, with GR's
-MNIST numbers beside ours), ``mean_k_vs_depth.png``, ``training_curves.png``
-and ``k_per_block_d{depth}.png``. On a GPU machine use the full protocol:
-``--dataset mnist --epochs 100 --seeds 5``.
+unfinished one resumes; the tables are written from the finished runs only,
+so they can be made while runs go on (``--no-train``). Writes to ``--out``:
+``runs/{kind}_mlp{depth}-seed{s}/`` (one run folder each), ``results.csv``,
+``table.md`` (GR's layout, with GR's MNIST numbers beside ours),
+``mean_k_vs_depth.png``, ``training_curves.png`` and ``k_per_block_d{depth}.png``.
 """
 
 import argparse
@@ -21,10 +26,11 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from keras_gresnet import _io, plots, training  # noqa: E402
+from keras_gresnet import _io, plots, recipes, training  # noqa: E402
 
 KINDS = ("plain", "resnet", "gresnet")
-LABELS = {"plain": "plain", "resnet": "ResNet", "gresnet": "GResNet"}
+LABELS = {"plain": "plain", "resnet": "ResNet", "gresnet": "GResNet",
+          "gated_plain": "gated plain"}
 # GR Table 1 (MNIST test error %) and Table 2 (mean k of the GResNet).
 GR_ERROR = {
     2: (2.29, 2.20, 2.17), 10: (2.22, 1.64, 1.60), 20: (2.21, 1.61, 1.57),
@@ -37,42 +43,50 @@ def run_folder(out, kind, depth, seed):
     return Path(out) / "runs" / f"{kind}_mlp{depth}-seed{seed}"
 
 
+def plan(args):
+    """``[(kind, depth, seed)]`` in the order they are trained."""
+    runs = [(kind, depth, 0) for depth in args.depths for kind in args.kinds]
+    runs += [("gated_plain", depth, 0) for depth in args.gated_plain_depths]
+    for depth in args.seed_depths:
+        runs += [(kind, depth, seed) for seed in range(1, args.seeds)
+                 for kind in ("resnet", "gresnet")]
+    return list(dict.fromkeys(runs))
+
+
 def train_all(args):
-    for seed in range(args.seeds):
-        for depth in args.depths:
-            for kind in args.kinds:
-                folder = run_folder(args.out, kind, depth, seed)
-                if (folder / "results.json").exists():
-                    print(f"done already: {folder}", flush=True)
-                    continue
-                print(f"training {kind}_mlp depth={depth} seed={seed} -> {folder}", flush=True)
-                try:
-                    training.train(f"{kind}_mlp", model_kwargs=dict(depth=depth),
-                                   dataset=args.dataset, data_dir=args.data_dir,
-                                   epochs=args.epochs, seed=seed, out=folder, verbose=2,
-                                   max_train_examples=args.max_train_examples)
-                except training.TrainingDiverged as error:  # a result too (GR's plain d=100)
-                    print(f"diverged: {error}", flush=True)
-                    _io.write_json(folder / "results.json", dict(diverged=str(error)))
+    for kind, depth, seed in plan(args):
+        folder = run_folder(args.out, kind, depth, seed)
+        if (folder / "results.json").exists():
+            print(f"done already: {folder}", flush=True)
+            continue
+        print(f"training {kind}_mlp depth={depth} seed={seed} -> {folder}", flush=True)
+        try:
+            training.train(f"{kind}_mlp", model_kwargs=dict(depth=depth),
+                           dataset=args.dataset, data_dir=args.data_dir,
+                           epochs=args.epochs, seed=seed, out=folder, verbose=2,
+                           max_train_examples=args.max_train_examples)
+        except training.TrainingDiverged as error:  # a result too (GR's plain d=100)
+            print(f"diverged: {error}", flush=True)
+            _io.write_json(folder / "results.json", dict(diverged=str(error)))
 
 
 def collect(args):
     rows = []
-    for seed in range(args.seeds):
-        for depth in args.depths:
-            for kind in args.kinds:
-                folder = run_folder(args.out, kind, depth, seed)
-                results = json.loads((folder / "results.json").read_text())
-                gates = list(results.get("gates", {}).values())
-                rows.append(dict(
-                    kind=kind, depth=depth, seed=seed,
-                    epochs=results.get("epochs", ""),
-                    test_error=results.get("test_error_percent", float("nan")),
-                    mean_k=statistics.fmean(gates) if gates else "",
-                    params=results.get("params", ""),
-                    folder=str(folder.relative_to(args.out)),
-                ))
-    columns = list(rows[0])
+    for kind, depth, seed in plan(args):
+        folder = run_folder(args.out, kind, depth, seed)
+        if not (folder / "results.json").exists():
+            continue  # not trained yet
+        results = json.loads((folder / "results.json").read_text())
+        gates = list(results.get("gates", {}).values())
+        rows.append(dict(
+            kind=kind, depth=depth, seed=seed,
+            epochs=results.get("epochs", ""),
+            test_error=results.get("test_error_percent", float("nan")),
+            mean_k=statistics.fmean(gates) if gates else "",
+            params=results.get("params", ""),
+            folder=str(folder.relative_to(args.out)),
+        ))
+    columns = ["kind", "depth", "seed", "epochs", "test_error", "mean_k", "params", "folder"]
     _io.write_csv(Path(args.out) / "results.csv", columns, [[r[c] for c in columns] for r in rows])
     return rows
 
@@ -83,7 +97,8 @@ def _summary(values):
         return "-"
     if len(values) == 1:
         return f"{values[0]:.2f}"
-    return f"{statistics.fmean(values):.2f} ± {statistics.stdev(values):.2f}"
+    return (f"{statistics.fmean(values):.2f} ± {statistics.stdev(values):.2f} "
+            f"(n={len(values)})")
 
 
 def write_table(args, rows):
@@ -93,18 +108,20 @@ def write_table(args, rows):
     lines = [
         f"# GR Tables 1-2 on {args.dataset}: test error % (ours) and GR's MNIST numbers",
         "",
-        f"{args.epochs} epochs per model, {args.seeds} seed(s) (mean ± std over seeds "
-        f"where more than one); GR: MNIST, 100 epochs. Command:",
+        f"{args.epochs} epochs per model; seed 0, or mean ± std over the n seeds "
+        f"where more than one finished; '-': not trained yet. GR: MNIST, 100 epochs. "
+        f"Optimizer: the recipe's ({recipes.get_recipe('gr_mnist').optimizer_name}). "
+        f"Command:",
         "",
         "```",
         "python scripts/reproduce_gr_mnist.py " + " ".join(sys.argv[1:]),
         "```",
         "",
-        "| d | plain | ResNet | GResNet | mean k (GResNet) | GR plain | GR ResNet | GR GResNet | GR mean k |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| d | plain | ResNet | GResNet | gated plain | mean k (GResNet) | GR plain | GR ResNet | GR GResNet | GR mean k |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for depth in args.depths:
-        ours = [_summary(pick(kind, depth, "test_error")) for kind in KINDS]
+        ours = [_summary(pick(kind, depth, "test_error")) for kind in (*KINDS, "gated_plain")]
         mean_k = _summary(pick("gresnet", depth, "mean_k"))
         gr = GR_ERROR.get(depth, ("-",) * 3)
         lines.append(f"| {depth} | {' | '.join(ours)} | {mean_k} | "
@@ -141,15 +158,23 @@ def write_plots(args, rows):
                                title=f"GResNet d={deepest} on {args.dataset}: final k per block")
 
 
+def _depths(text):
+    return [int(d) for d in text.split(",") if d]
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="mnist", choices=("mnist", "fashion_mnist"))
-    parser.add_argument("--depths", default="2,10,20,50,100",
-                        type=lambda s: [int(d) for d in s.split(",")])
+    parser.add_argument("--depths", default="2,10,20,50,100", type=_depths)
     parser.add_argument("--kinds", default=",".join(KINDS),
                         type=lambda s: [k for k in s.split(",")])
     parser.add_argument("--epochs", type=int, default=100)
-    parser.add_argument("--seeds", type=int, default=1, help="number of seeds: 0..S-1")
+    parser.add_argument("--seeds", type=int, default=3,
+                        help="seeds 0..S-1 of the ResNet and GResNet at --seed-depths")
+    parser.add_argument("--seed-depths", default="100,50", type=_depths,
+                        help="depths that get the extra seeds, in this order")
+    parser.add_argument("--gated-plain-depths", default="50,100", type=_depths,
+                        help="depths of the gated plain net (seed 0)")
     parser.add_argument("--data-dir")
     parser.add_argument("--max-train-examples", type=int,
                         help="a seeded subset of the training set (smoke runs)")

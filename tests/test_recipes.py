@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from keras_gresnet import recipes, zoo
 from keras_gresnet.layers import gate_layers
+from keras_gresnet.optimizers import Keras1Nadam
 from keras_gresnet.recipes import RECIPES, get_recipe
 
 
@@ -25,7 +26,7 @@ SGD_NESTEROV = dict(optimizer_name="sgd", optimizer_kwargs={"momentum": 0.9, "ne
 CIFAR = dict(SGD_NESTEROV, learning_rate=0.1, batch_size=128, augment=True, bn_momentum=0.9)
 PAPER_NUMBERS = {
     "gr_mnist": dict(
-        optimizer_name="nadam", optimizer_kwargs={"beta_1": 0.9}, learning_rate=0.002,
+        optimizer_name="keras1_nadam", optimizer_kwargs={"beta_1": 0.9}, learning_rate=0.002,
         epochs=100, batch_size=128, weight_decay=0.0, preprocessing="scale", augment=False,
         lr_milestones=(),
     ),
@@ -144,8 +145,11 @@ def test_optimizers():
     sgd.iterations.assign(500)
     assert float(sgd.learning_rate) == pytest.approx(0.01)
     nadam = RECIPES["gr_mnist"].optimizer(469)
-    assert isinstance(nadam, keras.optimizers.Nadam) and nadam.beta_1 == 0.9
+    assert isinstance(nadam, Keras1Nadam) and nadam.beta_1 == 0.9
+    assert nadam.schedule_decay == 0.004 and nadam.epsilon == 1e-8  # Keras 1's
     assert float(nadam.learning_rate) == pytest.approx(0.002)
+    keras3 = get_recipe("gr_mnist", optimizer_name="nadam").optimizer(469)
+    assert type(keras3) is keras.optimizers.Nadam
 
 
 # --------------------------------------------------------------------------

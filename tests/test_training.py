@@ -48,7 +48,7 @@ def test_run_folder_holds_everything(tmp_path):
     config = json.loads((out / "config.json").read_text())
     assert config["model"] == "gresnet_mlp" and config["model_kwargs"] == {"depth": 4}
     assert config["recipe"]["name"] == "gr_mnist" and config["recipe"]["epochs"] == 2
-    assert config["recipe"]["optimizer_name"] == "nadam"
+    assert config["recipe"]["optimizer_name"] == "keras1_nadam"
     assert config["data"]["preprocessing"]["method"] == "scale"
     assert config["replicas"] == 1 and config["global_batch_size"] == 128
 

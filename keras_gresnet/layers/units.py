@@ -253,7 +253,10 @@ def dense_unit(
       ``u = g(k) f(x) + (1 - g(k)) x``.
     - ``residual=True``: two plain layers with an identity shortcut
       (post-activation, as GR's MNIST ResNets), ``u = f(x) + x``, or
-      ``u = g(k) f(x) + x`` with ``gated=True`` (GResNet).
+      ``u = g(k) f(x) + x`` with ``gated=True`` (GResNet), where
+      ``f(x) = ReLU(BN(W2 ReLU(BN(W1 x))))``: the sum comes after the second
+      ReLU, as GR writes its residual layer ``u = g(k) f(x, W) + x`` with
+      ``f`` made of Dot-BN-ReLU layers (no ReLU after the addition).
 
     ``bn_momentum`` defaults to Keras' own 0.99 (GR trained with Keras).
     """

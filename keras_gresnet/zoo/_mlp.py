@@ -8,11 +8,16 @@ depth ``depth + 2``. Only the ``depth`` middle layers differ between kinds.
 import keras
 
 from keras_gresnet.layers import dense_layer, dense_unit
-from keras_gresnet._checks import check_int
+from keras_gresnet._checks import check_choice, check_int
 from keras_gresnet.zoo._base import check_common, head, load_requested_weights, model_input
 from keras_gresnet.zoo._registry import register_model
 
 GR_DEPTHS = (2, 10, 20, 50, 100)  # GR Table 1
+# GR's first layer, "a linear layer with 50 neurons", read as a fully-connected
+# Dot-BN-ReLU layer like every hidden layer ("dense_bn_relu", the default: a
+# Dense with no nonlinearity before the first plain layer would only
+# factorise one linear map), or literally as a Dense with no BN or ReLU.
+STEMS = ("dense_bn_relu", "linear")
 _CONFIGS = [dict(depth=d) for d in GR_DEPTHS]
 
 
@@ -22,6 +27,7 @@ def mlp(
     residual=False,
     gated=False,
     units=50,
+    stem="dense_bn_relu",
     k_initial=1.0,
     bn_momentum=0.99,
     include_top=True,
@@ -43,6 +49,10 @@ def mlp(
         gated: a scalar gate ``k`` per block (GResNet when ``residual``, gated
             plain otherwise).
         units: width of every hidden layer (GR: 50).
+        stem: the first layer, GR's "linear layer with 50 neurons":
+            ``"dense_bn_relu"`` (Dense -> BN -> ReLU, as every hidden layer;
+            the default, which every published table and weight used) or
+            ``"linear"`` (a Dense alone).
         k_initial: initial gate value (GR: 1).
         bn_momentum: BatchNorm momentum (Keras' default, which GR used).
         include_top, weights, input_tensor, input_shape, pooling, classes,
@@ -54,6 +64,7 @@ def mlp(
     """
     depth = check_int(depth, "depth", 1)
     check_int(units, "units", 1)
+    check_choice(stem, "stem", STEMS)
     if residual and depth % 2:
         raise ValueError(
             f"depth must be even for residual kinds (blocks of 2 layers), got {depth}"
@@ -72,7 +83,10 @@ def mlp(
     inputs, x = model_input(input_tensor, input_shape)
     if len(x.shape) > 2:
         x = keras.layers.Flatten(name="flatten")(x)
-    x = dense_layer(x, units, bn_momentum=bn_momentum, name="stem_")
+    if stem == "linear":
+        x = keras.layers.Dense(units, name="stem_dense")(x)
+    else:
+        x = dense_layer(x, units, bn_momentum=bn_momentum, name="stem_")
     for b in range(1, (depth // 2 if residual else depth) + 1):
         x = dense_unit(
             x,
