@@ -3,6 +3,10 @@ the argument and what would be accepted."""
 
 import numbers
 
+# data.Preprocessing's methods (here, so that reading the weights registry
+# imports no TensorFlow).
+PREPROCESSINGS = ("scale", "mean", "meanstd")
+
 
 def check_choice(value, argument, choices):
     """``value`` must be one of ``choices``."""
@@ -13,10 +17,13 @@ def check_choice(value, argument, choices):
     return value
 
 
-def check_int(value, argument, minimum):
-    """``value`` must be an integer (not a bool) ``>= minimum``; returns an int."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{argument} must be an integer >= {minimum}, got {value!r}")
+def check_int(value, argument, minimum, maximum=None):
+    """``value`` must be an integer (not a bool) ``>= minimum`` (and
+    ``<= maximum`` where given); returns an int."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum \
+            or (maximum is not None and value > maximum):
+        accepted = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+        raise ValueError(f"{argument} must be an integer {accepted}, got {value!r}")
     return int(value)
 
 

@@ -3,6 +3,7 @@
 import contextlib
 import json
 import os
+import re
 from pathlib import Path
 
 
@@ -46,3 +47,41 @@ def _cell(value):
     if any(c in text for c in ',"\n'):
         text = '"' + text.replace('"', '""') + '"'
     return text
+
+
+# The temporary names atomic_path gives: ".{stem}.tmp{pid}{suffixes}".
+_TEMPORARY = re.compile(r"^\.(?P<stem>[^.]+)\.tmp(?P<pid>\d+)(?P<suffixes>\..*)?$")
+
+
+def pid_alive(pid):
+    """Whether process ``pid`` may be running (``True`` when unsure)."""
+    if pid <= 0 or os.name == "nt":  # on Windows os.kill(pid, 0) would end the process
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError, ValueError):  # PermissionError: another user's
+        return True
+    return True
+
+
+def remove_stale_temporaries(folder):
+    """Remove the temporaries :func:`atomic_path` left in ``folder`` when its
+    process was killed (a pid that no longer runs); a live process's are
+    left alone, and so is every other file. Returns the removed paths."""
+    removed = []
+    folder = Path(folder)
+    if not folder.is_dir():
+        return removed
+    for path in folder.iterdir():
+        match = _TEMPORARY.match(path.name)
+        if match and path.is_file() and not pid_alive(int(match["pid"])):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
+def is_temporary(name):
+    """Whether ``name`` is an :func:`atomic_path` temporary."""
+    return _TEMPORARY.match(name) is not None

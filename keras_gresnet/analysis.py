@@ -113,6 +113,8 @@ def _resolve_blocks(model, blocks):
     bypass, skip = {}, set()
     if isinstance(blocks, (str, int, Block)):
         blocks = [blocks]
+    if not len(blocks):
+        raise ValueError("blocks must name at least one block to remove")
     for block in blocks:
         if isinstance(block, Block):
             block = block.name
@@ -130,6 +132,9 @@ def _resolve_blocks(model, blocks):
                 f"Unknown block {block!r}; accepted: a block index or a name such as "
                 f"{', '.join(names[:5])}{'...' if len(names) > 5 else ''}")
         b, block_input, block_output = entry
+        if id(block_output) in bypass:
+            raise ValueError(f"block {b.name!r} is named more than once; name each block "
+                             f"once")
         if not b.removable:
             raise ValueError(
                 f"block {b.name!r} changes the shape of its input (projection "

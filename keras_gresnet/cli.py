@@ -17,11 +17,16 @@ every field of the recipe can be overridden (``--epochs``, ``--batch-size``,
 
 import argparse
 import ast
+import contextlib
 import dataclasses
 import json
+import math
 import os
 import sys
 import time
+from pathlib import Path
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 def _print_table(rows, columns, text_columns=1):
@@ -35,18 +40,22 @@ def _print_table(rows, columns, text_columns=1):
 
 
 def cmd_list(args):
-    """List the zoo's builders; with --build, build every paper configuration
-    and print its depth, gates and parameter counts."""
-    from keras_gresnet import zoo
+    """List the zoo's builders (from the catalog: no TensorFlow import); with
+    --build, build every paper configuration and print its depth, gates and
+    parameter counts."""
+    import fnmatch
 
-    names = zoo.list_models(args.pattern)
+    from keras_gresnet._catalog import MODELS
+
+    names = sorted(n for n in MODELS if fnmatch.fnmatchcase(n, args.pattern))
     if not names:
         raise ValueError(f"no model matches pattern={args.pattern!r}; try `keras-gresnet list`")
     if not args.build:
         for name in names:
-            doc = (zoo.model_builder(name).__doc__ or "").strip().splitlines()[0]
-            print(f"{name:20s} {doc}")
+            print(f"{name:20s} {MODELS[name]}")
         return
+    from keras_gresnet import zoo
+
     rows = []
     for name in names:
         for config in zoo.model_builder(name).paper_configs:
@@ -63,16 +72,35 @@ def cmd_list(args):
                         "params", "build"), text_columns=3)
 
 
-def _literal(text):
+def _finite(value):
+    """Whether every number in ``value`` (nested tuples, lists, dicts) is finite."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, complex):
+        return False
+    if isinstance(value, (tuple, list)):
+        return all(_finite(v) for v in value)
+    if isinstance(value, dict):
+        return all(_finite(v) for v in value.values())
+    return True
+
+
+def _literal(text, option="value"):
     """``"20"`` -> 20, ``"0.1"`` -> 0.1, ``"(1,2)"`` -> (1, 2), ``"true"`` ->
-    True; anything else stays a string."""
+    True; anything else stays a string. A number that is not finite, however
+    written (``1e400``, ``-1e999``), is refused."""
     lowered = text.lower()
     if lowered in ("true", "false", "none"):
         return {"true": True, "false": False, "none": None}[lowered]
+    if lowered.lstrip("+-") in ("inf", "infinity", "nan"):
+        raise ValueError(f"--{option} {text}: not a finite number")
     try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
         return text
+    if not _finite(value):
+        raise ValueError(f"--{option} {text}: not a finite number")
+    return value
 
 
 def parse_extra(tokens):
@@ -90,7 +118,7 @@ def parse_extra(tokens):
                 value, i = tokens[i + 1], i + 1
             else:
                 value = "true"
-        options[key.replace("-", "_")] = _literal(value)
+        options[key.replace("-", "_")] = _literal(value, key)
         i += 1
     return options
 
@@ -176,10 +204,21 @@ def cmd_prune(args, extra):
         raise ValueError(f"unexpected arguments {extra}")
     if (args.blocks is None) == (args.count is None):
         raise ValueError("give either --blocks NAME,NAME... or --count N (with --order)")
-    model, config = training.load_run(args.path)
+    if args.count is not None and args.count < 1:
+        raise ValueError(f"--count {args.count}: remove at least 1 block (an integer >= 1)")
+    blocks = None
     if args.blocks is not None:
         blocks = [int(b) if b.isdigit() else b for b in args.blocks.split(",") if b]
-    else:
+        if not blocks:
+            raise ValueError(f"--blocks {args.blocks!r}: name at least one block")
+        twice = sorted({str(b) for b in blocks if blocks.count(b) > 1})
+        if twice:
+            raise ValueError(f"--blocks names {', '.join(twice)} more than once; name each "
+                             f"block once")
+    if args.out and not args.out.endswith(".keras"):
+        raise ValueError(f"--out must end in .keras, got {args.out!r}")
+    model, config = training.load_run(args.path)
+    if blocks is None:
         order = analysis.removal_order(model, args.order, args.seed)
         if args.count > len(order):
             raise ValueError(f"--count {args.count}: only {len(order)} blocks can be removed")
@@ -189,8 +228,10 @@ def cmd_prune(args, extra):
     out = Path(args.out) if args.out else (
         source / f"pruned-{len(blocks)}.keras" if source.is_dir()
         else source.with_name(f"{source.stem}-pruned{len(blocks)}.keras"))
-    if out.suffix != ".keras":
-        raise ValueError(f"--out must end in .keras, got {str(out)!r}")
+    ours = source.is_dir() and out.parent == source and out.name == f"pruned-{len(blocks)}.keras"
+    if out.exists() and not ours:
+        raise ValueError(f"--out {str(out)!r} exists; the pruned model is never written over "
+                         f"a file of yours: pick another --out")
     names = [b.name if isinstance(b, analysis.Block) else b for b in blocks]
     print(f"removed {len(names)} blocks: {', '.join(map(str, names))}")
     if config is not None or args.dataset:
@@ -241,11 +282,19 @@ def cmd_weights(args, extra):
         _print_table([(name, status, "" if path is None else str(path))
                       for name, path, status in report], ("name", "status", "file"),
                      text_columns=3)
-        bad = [name for name, _, status in report if status.startswith("MISMATCH")]
-        if bad:
-            raise ValueError(f"{len(bad)} cached file(s) did not match their sha256 and were "
-                             f"removed: {', '.join(bad)}; `keras-gresnet weights download "
-                             f"NAME` fetches them again")
+        removed = [name for name, _, status in report if status == "MISMATCH (removed)"]
+        ignored = [str(path) for _, path, status in report if status == "MISMATCH (ignored)"]
+        problems = []
+        if removed:
+            problems.append(f"{len(removed)} cached file(s) did not match their sha256 and "
+                            f"were removed: {', '.join(removed)}; `keras-gresnet weights "
+                            f"download NAME` fetches them again")
+        if ignored:
+            problems.append(f"{len(ignored)} shipped file(s) did not match their sha256 "
+                            f"and were left in place (loading skips them): "
+                            f"{', '.join(ignored)}")
+        if problems:
+            raise ValueError("; ".join(problems))
 
 
 def build_parser():
@@ -253,6 +302,8 @@ def build_parser():
         prog="keras-gresnet",
         description="Gated (GResNet) and pre-activation residual networks for Keras 3.",
     )
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full traceback of every error")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("list", help="list the zoo's models")
@@ -314,7 +365,7 @@ def build_parser():
 
     p = sub.add_parser("weights", help="published weights: list, download, verify the cache")
     actions = p.add_subparsers(dest="action", required=True)
-    a = actions.add_parser("list", help="the registry (zoo/weights.json)")
+    a = actions.add_parser("list", help="the registry (published_weights.json, in the package)")
     a.add_argument("pattern", nargs="?", default="*", help="shell wildcard, e.g. '*mlp*'")
     a = actions.add_parser("download", help="fetch (or find) one file, verified by sha256")
     a.add_argument("name")
@@ -327,16 +378,93 @@ def build_parser():
     return parser
 
 
+@contextlib.contextmanager
+def _stderr_silenced():
+    """File descriptor 2 to /dev/null (what C++ libraries write too), for
+    the duration; Python's own exceptions still reach the terminal, after."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+
+
+def _import_tensorflow_quietly():
+    """Import TensorFlow (where it is Keras' backend) with its start-up lines
+    off the terminal: ``cudart_stub`` and absl print before
+    ``TF_CPP_MIN_LOG_LEVEL`` is read, so only a silenced descriptor keeps them
+    off. An import error is raised again once the descriptor is back."""
+    if os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow" or "tensorflow" in sys.modules:
+        return
+    error = None
+    with _stderr_silenced():
+        try:
+            import tensorflow  # noqa: F401
+        except ImportError as caught:
+            error = caught
+    if error is not None:
+        raise error
+
+
+# Commands that need Keras (and so its backend); the others only read JSON.
+_NEEDS_KERAS = ("train", "evaluate", "gates", "prune")
+# Errors of the environment, not of the program: one line, exit 2.
+_ENVIRONMENT_ERRNOS = frozenset({
+    getattr(__import__("errno"), name) for name in
+    ("ENOSPC", "EACCES", "EROFS", "EPERM", "ENOTDIR", "EISDIR", "EEXIST", "ENOENT", "EDQUOT")
+    if hasattr(__import__("errno"), name)
+})
+
+
+def _raised_here(error):
+    """Whether ``error`` was raised by this package's own code (a check that
+    names the user's argument), not deep inside Keras or TensorFlow (a bug,
+    which keeps its traceback)."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return False
+    return Path(tb.tb_frame.f_code.co_filename).resolve().is_relative_to(_PACKAGE_DIR)
+
+
 def main(argv=None):
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # TensorFlow's C++ log lines (cuInit, oneDNN notes) off the terminal;
+    # a user's own setting wins.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra and args.command == "list":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    debug = args.debug
+    if args.command in _NEEDS_KERAS or getattr(args, "build", False):
+        _import_tensorflow_quietly()
     try:
         args.func(args, extra)
-    except ValueError as error:  # bad input: one clear line, no traceback
+    except FileNotFoundError as error:
+        # data.DatasetNotFoundError: what was looked for, and how to get it.
+        if debug or type(error).__name__ != "DatasetNotFoundError":
+            raise
         print(f"keras-gresnet {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except ValueError as error:  # bad input: one clear line, no traceback
+        if debug or not _raised_here(error):
+            raise
+        line = " ".join(str(error).split())
+        print(f"keras-gresnet {args.command}: error: {line}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        # A full disk, a read-only or missing folder: the environment, named.
+        if debug or error.errno not in _ENVIRONMENT_ERRNOS:
+            raise
+        where = f" {error.filename}" if error.filename else ""
+        print(f"keras-gresnet {args.command}: error: cannot use{where}: {error.strerror}",
+              file=sys.stderr)
         return 2
     except RuntimeError as error:
         # Exit 3: the loss diverged; 4: a worker was lost (rerun to resume).

@@ -33,11 +33,10 @@ import zlib
 import numpy as np
 import tensorflow as tf
 
-from keras_gresnet._checks import check_choice, check_int, check_rate
+from keras_gresnet._checks import PREPROCESSINGS, check_choice, check_int, check_rate
 from keras_gresnet._paths import datasets_folder
 
 SPLITS = ("train", "test")
-PREPROCESSINGS = ("scale", "mean", "meanstd")
 
 # The files LeCun's MNIST and Zalando's Fashion-MNIST ship as (same IDX format).
 _IDX_FILES = {
@@ -192,21 +191,203 @@ def _read_idx_split(folder, files):
     return images[..., None], labels
 
 
+# numpy's pickling helpers, under numpy 2's module names (numpy 1: numpy.core).
+try:
+    from numpy._core import multiarray as _np_multiarray
+    from numpy._core import numeric as _np_numeric
+except ImportError:  # numpy 1
+    from numpy.core import multiarray as _np_multiarray
+    from numpy.core import numeric as _np_numeric
+
+_CIFAR_CONTENT = ("a CIFAR python batch holds only dicts, strings, lists of ints and numpy "
+                  "uint8 arrays")
+
+
+class _RefusedPickle(Exception):
+    """A CIFAR batch asks for something its official files never hold."""
+
+
+def _shown(text, limit=80):
+    """``text`` fit for a one-line message (a file's own names can hold anything)."""
+    text = text if isinstance(text, str) and text.isprintable() else repr(text)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _checked_dtype(dtype):
+    """``dtype`` if it is a plain number type (bool, int, uint, float)."""
+    if not isinstance(dtype, np.dtype):
+        raise _RefusedPickle(f"it builds a numpy array from a {type(dtype).__name__}, not a dtype")
+    if dtype.hasobject or dtype.kind not in "biuf" or dtype.names or dtype.subdtype:
+        raise _RefusedPickle(f"it holds a numpy array of dtype {_shown(str(dtype))}")
+    return dtype
+
+
+def _pickled_dtype(spec, align=False, copy=False):
+    """``numpy.dtype`` as numpy's pickles call it (``dtype("u1", False, True)``),
+    plain number types only: never ``object``."""
+    if isinstance(spec, bytes):  # a Python 2 str, read with encoding="bytes"
+        spec = spec.decode("latin1")
+    if not isinstance(spec, str):
+        raise _RefusedPickle(f"it builds a numpy dtype from a {type(spec).__name__}")
+    try:
+        dtype = np.dtype(spec, align=bool(align), copy=bool(copy))
+    except TypeError as err:
+        raise _RefusedPickle(f"it builds the numpy dtype {_shown(spec)}") from err
+    return _checked_dtype(dtype)
+
+
+def _pickled_reconstruct(subtype, shape, dtype):
+    """numpy's ``_reconstruct`` (an empty array that BUILD then fills), for
+    plain ``numpy.ndarray`` only."""
+    if subtype is not np.ndarray:
+        raise _RefusedPickle(f"it reconstructs a {_shown(repr(subtype))}, not a numpy.ndarray")
+    return _np_multiarray._reconstruct(np.ndarray, shape, dtype)
+
+
+def _pickled_frombuffer(buffer, dtype, shape, order):
+    """numpy's ``_frombuffer`` (protocol 5 arrays), number dtypes only."""
+    if not isinstance(buffer, (bytes, bytearray)):
+        raise _RefusedPickle(f"it builds a numpy array from a {type(buffer).__name__}")
+    return _np_numeric._frombuffer(buffer, _checked_dtype(dtype), shape, order)
+
+
+def _pickled_scalar(dtype, raw=None):
+    """numpy's ``scalar`` (a numpy number, e.g. an np.int64 label), number dtypes only."""
+    if not isinstance(raw, bytes):
+        raise _RefusedPickle(f"it builds a numpy scalar from a {type(raw).__name__}")
+    return _np_multiarray.scalar(_checked_dtype(dtype), raw)
+
+
+def _pickled_encode(text, encoding="utf-8", errors="strict"):
+    """``_codecs.encode`` as Python 3 writes ``bytes`` at protocol 2:
+    ``encode(str, "latin1")``, and nothing else."""
+    if not isinstance(text, str) or encoding not in ("latin1", "latin-1") or errors != "strict":
+        raise _RefusedPickle(
+            f"it calls _codecs.encode with {_shown(repr(encoding))} (only bytes written "
+            f"as latin1 strings are read)")
+    return text.encode("latin1")
+
+
+def _pickled_bytes(*args):
+    """``bytes()`` as Python 3 writes empty bytes at protocol 2 (or a copy of bytes)."""
+    if not args:
+        return b""
+    if len(args) == 1 and isinstance(args[0], (bytes, bytearray)):
+        return bytes(args[0])
+    raise _RefusedPickle("it calls bytes() with arguments other than bytes")
+
+
+class _Callable:
+    """One of the callables above as a batch gets it: it can be called, but
+    not changed (pickle's BUILD on it, which would set its attributes, is
+    refused)."""
+
+    __slots__ = ("_function",)
+
+    def __init__(self, function):
+        self._function = function
+
+    def __call__(self, *args):
+        return self._function(*args)
+
+    def __setstate__(self, state):
+        raise _RefusedPickle("it modifies one of numpy's pickling functions")
+
+
+_CIFAR_GLOBALS = {
+    ("numpy", "ndarray"): np.ndarray,  # the class itself: _reconstruct's argument
+    ("numpy", "dtype"): _Callable(_pickled_dtype),
+    ("_codecs", "encode"): _Callable(_pickled_encode),
+    ("__builtin__", "bytes"): _Callable(_pickled_bytes),
+    ("builtins", "bytes"): _Callable(_pickled_bytes),
+}
+for _module in ("numpy.core", "numpy._core"):  # Python 2 / numpy 1, numpy 2
+    _CIFAR_GLOBALS[(f"{_module}.multiarray", "_reconstruct")] = _Callable(_pickled_reconstruct)
+    _CIFAR_GLOBALS[(f"{_module}.multiarray", "scalar")] = _Callable(_pickled_scalar)
+    _CIFAR_GLOBALS[(f"{_module}.numeric", "_frombuffer")] = _Callable(_pickled_frombuffer)
+
+
+class _CifarUnpickler(pickle.Unpickler):
+    """An unpickler that can build only what CIFAR's python batches hold:
+    plain containers, strings, numbers and numpy number arrays. Every other
+    global (``os.system``, ``builtins.eval``...) raises :class:`_RefusedPickle`
+    before anything is called."""
+
+    def find_class(self, module, name):
+        found = _CIFAR_GLOBALS.get((module, name))
+        if found is None:
+            raise _RefusedPickle(f"it references {_shown(module)}.{_shown(name)}")
+        return found
+
+    def persistent_load(self, pid):
+        raise _RefusedPickle("it holds a persistent id")
+
+
+def _cifar_entry(batch, key):
+    """``batch[key]`` (Python 2's byte-string key; a Python 3 str key also works)."""
+    for k in (key.encode(), key):
+        if k in batch:
+            return batch[k]
+    keys = ", ".join(_shown(repr(k), 30) for k in list(batch)[:8])
+    raise ValueError(f"no {key!r} entry (keys: {keys})")
+
+
+def _integer_array(value, what):
+    """``value`` (an array or a list) as a numpy integer array; object arrays
+    are refused, anything else not integer is corrupt."""
+    if not isinstance(value, (np.ndarray, list, tuple)):
+        raise ValueError(f"{what} is a {type(value).__name__}, expected a list or an array")
+    array = np.asarray(value)
+    if array.dtype.hasobject:
+        raise _RefusedPickle(f"its {what} is a numpy array of dtype object")
+    if array.size and array.dtype.kind not in "iu":
+        raise ValueError(f"{what} has dtype {array.dtype}, expected integers")
+    return array
+
+
+def _check_cifar_batch(batch, label_key):
+    """``(images (N, 32, 32, 3) uint8, labels (N,))`` of an unpickled batch."""
+    if not isinstance(batch, dict):
+        raise ValueError(f"a {type(batch).__name__}, expected a dict")
+    data = _integer_array(_cifar_entry(batch, "data"), "data")
+    if data.ndim != 2 or data.shape[1] != 3 * 32 * 32:
+        raise ValueError(f"data has shape {data.shape}, expected (N, 3072)")
+    if data.dtype != np.uint8:
+        if data.size and not 0 <= data.min() <= data.max() <= 255:
+            raise ValueError("data has values outside [0, 255]")
+        data = data.astype(np.uint8)
+    labels = _integer_array(_cifar_entry(batch, label_key), label_key)
+    if labels.shape != data.shape[:1]:
+        raise ValueError(f"{label_key} has shape {labels.shape}, expected ({len(data)},) "
+                         f"(one per image)")
+    return data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1), labels
+
+
 def _read_cifar_split(folder, files, label_key):
     """CIFAR's python batches: ``data`` is N x 3072 uint8, one image as its R,
-    G then B planes of 32 x 32, row-major. Pickle runs code from the file, so
-    only read batches you trust (your own download)."""
+    G then B planes of 32 x 32, row-major.
+
+    The batches are pickles (Python 2 cPickle, protocol 2; Python 3 files of
+    any protocol read too), read by a restricted unpickler: it builds only
+    dicts, lists, strings, numbers and numpy number arrays, so a crafted file
+    cannot run code. A file that asks for anything else (``os.system``,
+    ``eval``, a numpy object array...) is refused with a ``ValueError``
+    naming it; a truncated or malformed one is a "Corrupt CIFAR batch"."""
     images, labels = [], []
     for file in files:
         path = os.path.join(folder, file)
         with open(path, "rb") as f:
             try:
-                batch = pickle.load(f, encoding="bytes")
-                data = np.asarray(batch[b"data"], dtype=np.uint8)
-                images.append(data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1))
-                labels.append(np.asarray(batch[label_key.encode()]))
-            except (pickle.UnpicklingError, EOFError, KeyError, ValueError, TypeError) as err:
+                batch = _CifarUnpickler(f, encoding="bytes").load()
+                batch_images, batch_labels = _check_cifar_batch(batch, label_key)
+            except _RefusedPickle as err:
+                raise ValueError(f"Refused CIFAR batch {path}: {err}; {_CIFAR_CONTENT}") from None
+            # Whatever a malformed stream makes the unpickler raise.
+            except (pickle.UnpicklingError, EOFError, KeyError, IndexError, AttributeError,
+                    ValueError, TypeError, OverflowError, MemoryError, RecursionError) as err:
                 raise ValueError(f"Corrupt CIFAR batch {path}: {err!r}") from err
+        images.append(batch_images)
+        labels.append(batch_labels)
     return np.concatenate(images), np.concatenate(labels)
 
 
@@ -342,7 +523,10 @@ def load(name, split="train", *, data_dir=None, download=True):
         int32 ``(N,)`` (CIFAR-100: the 100 fine labels).
 
     Raises:
-        ValueError: unknown ``name`` or ``split``; a corrupt file.
+        ValueError: unknown ``name`` or ``split``; a corrupt file; a CIFAR
+            batch that holds anything but CIFAR's data (CIFAR's batches are
+            pickles, read by a restricted unpickler that never runs code from
+            the file).
         DatasetNotFoundError: no source; the message lists what was looked
             for and how to get the data.
     """
@@ -610,6 +794,12 @@ def _subset(indices, limit, seed):
     return np.sort(np.random.default_rng(seed).choice(indices, limit, replace=False))
 
 
+def test_subset(num_test, max_test_examples, seed):
+    """The indices of the test examples :func:`pipeline` keeps with
+    ``max_test_examples`` and ``seed`` (all of them for ``None``)."""
+    return _subset(np.arange(num_test), max_test_examples, seed)
+
+
 def split_indices(num_examples, validation_split, seed=0):
     """``(train, validation)`` sorted index arrays: a seeded random
     ``validation_split`` fraction of ``range(num_examples)`` and the rest."""
@@ -718,7 +908,7 @@ def pipeline(
     test_images, test_labels, test_source = _load(name, "test", data_dir, download)
     train_index, validation_index = split_indices(len(images), validation_split, seed)
     train_index = _subset(train_index, max_train_examples, seed)
-    test_index = _subset(np.arange(len(test_images)), max_test_examples, seed)
+    test_index = test_subset(len(test_images), max_test_examples, seed)
     test_images, test_labels = test_images[test_index], test_labels[test_index]
     train_images, train_labels = images[train_index], labels[train_index]
     fitted = Preprocessing.fit(preprocessing, train_images)

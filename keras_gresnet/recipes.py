@@ -25,7 +25,7 @@ import types
 
 import keras
 
-from keras_gresnet.data import PREPROCESSINGS
+from keras_gresnet._checks import PREPROCESSINGS
 from keras_gresnet.optimizers import OPTIMIZERS
 from keras_gresnet.layers import all_layers, gate_layers
 
@@ -63,16 +63,21 @@ def _is_real(value):
 def _check_number(field, value, low, high):
     """``value`` must be a real number, ``> low`` and ``< high`` where given,
     and ``>= 0`` when ``low`` is ``None``."""
-    if not _is_real(value):
-        _fail(field, value, "a number")
+    if not _is_real(value) or not math.isfinite(value):
+        _fail(field, value, "a number (finite)")
     if (value <= low if low is not None else value < 0) or (high is not None and value >= high):
         lower = f"> {low}" if low is not None else ">= 0"
         _fail(field, value, f"a number {lower}" + (f" and < {high}" if high is not None else ""))
 
 
+# Counts (epochs, steps, batch size) far past any run, but within what
+# TensorFlow's int64 step counters and tf.data ranges take.
+MAX_COUNT = 2**31 - 1
+
+
 def _check_integer(field, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        _fail(field, value, f"an integer >= {minimum}")
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= MAX_COUNT:
+        _fail(field, value, f"an integer >= {minimum} (and <= {MAX_COUNT})")
 
 
 @dataclasses.dataclass(frozen=True)

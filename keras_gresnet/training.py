@@ -7,7 +7,8 @@ folder behind:
 
 ============== ===========================================================
 config.json    the resolved config (written first)
-history.csv    per-epoch loss/accuracy (train, validation, test) and lr
+history.csv    per-epoch loss/accuracy (train, validation, test) and the lr of the
+               epoch's first step
 gates.csv      per-epoch ``k`` and ``g(k)`` of every gate (epoch -1: initial)
 model.keras    the final model, without optimizer state (:func:`inference_copy`)
 history.png    training / test curves; gates.png: ``k`` per block over epochs
@@ -25,7 +26,8 @@ import fnmatch
 import inspect
 import json
 import math
-import shutil
+import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -35,7 +37,9 @@ import tensorflow as tf
 
 from keras_gresnet import data, distributed, plots, recipes, zoo
 from keras_gresnet._checks import check_choice, check_int, check_rate
-from keras_gresnet._io import atomic_path, write_csv, write_json
+from keras_gresnet._io import (
+    atomic_path, is_temporary, remove_stale_temporaries, write_csv, write_json,
+)
 from keras_gresnet.layers import gate_layers
 
 STRATEGIES = ("auto", "default", "one_device", "mirrored", "multi_worker")
@@ -143,7 +147,7 @@ def resolve_config(
     dataset = dataset or default_dataset(model)
     check_choice(dataset, "dataset", tuple(data.DATASETS))
     recipe = recipes.get_recipe(recipe or default_recipe(model), **overrides)
-    check_int(seed, "seed", 0)
+    check_int(seed, "seed", 0, 2**31 - 1)
     check_choice(strategy, "strategy", STRATEGIES)
     if strategy == "auto" and cluster is not None:
         strategy = "multi_worker"
@@ -234,12 +238,15 @@ class RunLogger(keras.callbacks.Callback):
 
     GATE_COLUMNS = ("epoch", "index", "block", "k", "g")
 
-    def __init__(self, out, test=None):
+    def __init__(self, out, test=None, resume=True):
         super().__init__()
         self.out = None if out is None else Path(out)
         self.test = test
-        self.history = [] if out is None else _history_rows(self.out / "history.csv")
-        gates = None if out is None else self.out / "gates.csv"
+        # An earlier process's rows (read now, before anything is written:
+        # a corrupt file is an error naming it, and the folder is untouched).
+        read = self.out is not None and resume
+        self.history = _history_rows(self.out / "history.csv") if read else []
+        gates = self.out / "gates.csv" if read else None
         self.gates = plots.read_gates(gates) if gates and gates.exists() else []
         self.diverged = None
         self._trimmed = False
@@ -255,6 +262,9 @@ class RunLogger(keras.callbacks.Callback):
             self.gates = [r for r in self.gates if r["epoch"] < epoch]
             self._trimmed = True
         self._epoch_start = time.perf_counter()
+        # The rate the epoch's first step trains at (the schedule at the
+        # current iteration), not the one the next epoch starts with.
+        self._epoch_lr = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
 
     def on_train_batch_end(self, batch, logs=None):
         loss = (logs or {}).get("loss")
@@ -265,7 +275,7 @@ class RunLogger(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         row = {"epoch": epoch, **{k: float(v) for k, v in (logs or {}).items()}}
         row["seconds"] = round(time.perf_counter() - self._epoch_start, 3)
-        row["lr"] = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
+        row["lr"] = self._epoch_lr
         if self.test is not None and not self.diverged:
             row.update({f"test_{k}": float(v) for k, v in self.test().items()})
         self.history.append(row)
@@ -356,23 +366,77 @@ class Run:
 
 RUN_FILES = ("results.json", "config.json", "history.csv", "gates.csv", "model.keras",
              "history.png", "gates.png")
+BACKUP = "backup"
+# Keys every config.json of this package holds: how a folder is known as a
+# run folder before anything in it is replaced.
+_CONFIG_SCHEMA = ("model", "model_kwargs", "dataset", "recipe", "seed", "strategy")
+_CHECKPOINT = re.compile(r"^epoch-\d{5,}\.weights\.h5$")
+_PRUNED = re.compile(r"^pruned-\d+\.keras$")  # what `keras-gresnet prune RUN` writes
+
+
+def _read_config(path):
+    """A run folder's ``config.json`` (a dict of this package's schema);
+    ``ValueError`` naming the file otherwise."""
+    try:
+        config = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path}: not a readable JSON config ({error})") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{path}: must hold a JSON object (a keras-gresnet run config), "
+                         f"got {type(config).__name__}")
+    missing = [k for k in _CONFIG_SCHEMA if k not in config]
+    if missing or not isinstance(config.get("recipe"), dict):
+        raise ValueError(f"{path} is not a keras-gresnet run config (it lacks "
+                         f"{missing or ['recipe']}); this folder is not a run folder")
+    return config
+
+
+def _is_run_file(path):
+    """Whether ``path`` (in a run folder) is one this package writes."""
+    name = path.name
+    if path.is_dir():
+        return name == BACKUP and all(_is_run_file(p) for p in path.iterdir())
+    return (name in RUN_FILES or bool(_CHECKPOINT.match(name)) or bool(_PRUNED.match(name))
+            or is_temporary(name))
 
 
 def _check_run_folder(out, config, overwrite):
-    """Refuse a finished run (unless ``overwrite``) or a folder holding a
-    different run; return ``True`` when an unfinished run is resumed.
-    Touches nothing."""
-    if (out / "results.json").exists() and not overwrite:
+    """Refuse a folder that is not ours, a finished run (unless ``overwrite``)
+    or a folder holding a different run; return ``True`` when an unfinished
+    run is resumed. Touches nothing.
+
+    A folder is ours when it is new, empty, or holds a ``config.json`` of
+    this package's schema. ``overwrite`` replaces only a run's own files and
+    refuses a folder that holds anything else."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out={str(out)!r} is a file; pass a folder for the run")
+    if not out.exists():
+        parent = next((p for p in out.absolute().parents if p.exists()), None)
+        if parent is not None and not parent.is_dir():
+            raise ValueError(f"out={str(out)!r}: {parent} is a file, not a folder")
+        return False
+    entries = sorted(out.iterdir())
+    if not entries:
+        return False
+    previous = out / "config.json"
+    if not previous.is_file():
+        names = ", ".join(p.name for p in entries[:5]) + ("..." if len(entries) > 5 else "")
+        raise ValueError(
+            f"out={str(out)!r} is not empty and holds no keras-gresnet run (no config.json; "
+            f"it holds {names}); pick a new or empty folder")
+    old = _read_config(previous)
+    if overwrite:
+        foreign = [p.name for p in entries if not _is_run_file(p)]
+        if foreign:
+            raise ValueError(
+                f"out={str(out)!r} holds files that are not a run's own ({', '.join(foreign)}); "
+                f"--overwrite replaces only a run's files: move them away, or pick another out")
+        return False
+    if (out / "results.json").exists():
         raise ValueError(
             f"out={str(out)!r} holds a finished run (results.json); pass "
             f"overwrite=True / --overwrite to train it again, or another out"
         )
-    if overwrite:
-        return False
-    previous = out / "config.json"
-    if not previous.exists():
-        return False
-    old = json.loads(previous.read_text())
     new = json.loads(json.dumps(config))
     differ = sorted(k for k in new if k not in _VOLATILE and old.get(k) != new[k])
     if differ:
@@ -382,6 +446,30 @@ def _check_run_folder(out, config, overwrite):
             f"another out"
         )
     return True
+
+
+def _remove_run_files(out):
+    """Delete a run's own files in ``out`` (checked by :func:`_check_run_folder`)
+    and nothing else; the backup folder goes only once empty."""
+    for path in out.iterdir() if out.is_dir() else ():
+        if path.is_file() and _is_run_file(path):
+            path.unlink(missing_ok=True)
+    _remove_backup(out)
+
+
+def _remove_backup(out):
+    """Delete the run's checkpoints (and its temporaries) in ``out/backup``;
+    the folder itself only once nothing else is in it."""
+    folder = out / BACKUP
+    if not folder.is_dir():
+        return
+    for path in folder.iterdir():
+        if path.is_file() and (_CHECKPOINT.match(path.name) or is_temporary(path.name)):
+            path.unlink(missing_ok=True)
+    try:
+        folder.rmdir()
+    except OSError:
+        pass  # something of the user's is in it: it stays
 
 
 def _join_cluster(config, cluster, out, overwrite):
@@ -495,17 +583,7 @@ def train(model, *, out=None, overwrite=False, verbose="auto", workers=None,
         distributed.share_statistics(dist, net)
         return net.evaluate(pipe.test, verbose=0, return_dict=True)
 
-    # Only now that every argument has proved good does the folder change,
-    # and only the chief's.
-    if chief:
-        if overwrite:
-            for name in RUN_FILES:
-                (out / name).unlink(missing_ok=True)
-            shutil.rmtree(out / "backup", ignore_errors=True)
-        out.mkdir(parents=True, exist_ok=True)
-        if not resumed:
-            write_json(out / "config.json", config)
-    logger = RunLogger(out if chief else None, test=evaluate_test)
+    logger = RunLogger(out if chief else None, test=evaluate_test, resume=resumed)
     # The history is written before the backup: a kill between the two
     # retrains that epoch and replaces its row, never loses it.
     callbacks = [logger, backup] if chief else [logger]
@@ -513,6 +591,16 @@ def train(model, *, out=None, overwrite=False, verbose="auto", workers=None,
     # Epoch e's batches are a function of (seed, e): a resumed run and every
     # worker read what an uninterrupted single process reads.
     train_data = pipe.train_epochs(initial_epoch, epochs)
+    # Only now that every argument and every file read has proved good does
+    # the folder change, and only the chief's.
+    if chief:
+        if overwrite:
+            _remove_run_files(out)
+        out.mkdir(parents=True, exist_ok=True)
+        for folder in (out, out / BACKUP):  # left by a killed process of ours
+            remove_stale_temporaries(folder)
+        if not resumed:
+            write_json(out / "config.json", config)
     start = time.perf_counter()
     if multi_worker:
         trainer.fit(train_data, epochs=epochs, initial_epoch=initial_epoch,
@@ -559,8 +647,19 @@ def train(model, *, out=None, overwrite=False, verbose="auto", workers=None,
     write_json(out / "results.json", results)
     # The backup goes last: a kill before results.json resumes with no epoch
     # left to train and only writes the files again.
-    shutil.rmtree(out / "backup", ignore_errors=True)
+    _remove_backup(out)
     return Run(out=out, config=config, model=net, history=logger.history, results=results)
+
+
+def _load_model_file(path):
+    """A ``.keras`` file, loaded with ``safe_mode=True`` (no code from the
+    file runs); ``ValueError`` naming the file when Keras cannot read it."""
+    try:
+        return keras.saving.load_model(path, safe_mode=True)
+    except (ValueError, TypeError, KeyError, OSError, AttributeError) as error:
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ValueError(f"{path}: not a loadable .keras model ({type(error).__name__}: "
+                         f"{first[:300]})") from None
 
 
 def load_run(path):
@@ -568,16 +667,18 @@ def load_run(path):
     ``.keras`` file."""
     path = Path(path)
     if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ValueError(f"{str(path)!r} has no config.json: not a keras-gresnet run folder")
+        config = _read_config(path / "config.json")
         if not (path / "model.keras").exists():
             raise ValueError(
                 f"{str(path)!r} has no model.keras: not a finished run folder "
                 f"(an unfinished run resumes with its train command)"
             )
-        config = json.loads((path / "config.json").read_text())
-        return keras.saving.load_model(path / "model.keras"), config
-    if path.suffix != ".keras" or not path.exists():
+        return _load_model_file(path / "model.keras"), config
+    if path.suffix != ".keras" or not path.is_file():
         raise ValueError(f"expected a run folder or a .keras file, got {str(path)!r}")
-    return keras.saving.load_model(path), None
+    return _load_model_file(path), None
 
 
 def test_data(config=None, *, dataset=None, data_dir=None, preprocessing=None, batch_size=256):
@@ -585,10 +686,19 @@ def test_data(config=None, *, dataset=None, data_dir=None, preprocessing=None, b
     and training statistics from ``config``; without a config, ``dataset`` is
     required and ``preprocessing`` (default ``"scale"``) is fitted on the
     training split."""
+    subset = None
     if config is not None:
+        own = dataset in (None, config["dataset"])
         dataset = dataset or config["dataset"]
         data_dir = data_dir or config.get("data_dir")
-        fitted = data.Preprocessing.from_config(config["data"]["preprocessing"])
+        try:
+            fitted = data.Preprocessing.from_config(config["data"]["preprocessing"])
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"the run's config.json has no valid data.preprocessing "
+                             f"({error!r})") from None
+        if own and config.get("max_test_examples"):
+            # The run's own test set: its seeded subset (data.pipeline's).
+            subset = (config["max_test_examples"], config["seed"])
     else:
         if dataset is None:
             raise ValueError("dataset is required for a bare .keras file (e.g. --dataset "
@@ -597,6 +707,9 @@ def test_data(config=None, *, dataset=None, data_dir=None, preprocessing=None, b
         images, _ = data.load(dataset, "train", data_dir=data_dir)
         fitted = data.Preprocessing.fit(preprocessing or "scale", images)
     images, labels = data.load(dataset, "test", data_dir=data_dir)
+    if subset is not None:
+        index = data.test_subset(len(labels), *subset)
+        images, labels = images[index], labels[index]
     dataset_ = data.make_dataset(images, labels, batch_size=batch_size, preprocessing=fitted)
     return dataset_, dataset, len(labels)
 

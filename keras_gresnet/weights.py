@@ -1,5 +1,6 @@
-"""Published weights: the registry (the repository's ``zoo/weights.json``), the
-cache, sha256-verified downloads, loading into zoo models, and presets.
+"""Published weights: the registry (``published_weights.json``, package data
+that every wheel carries), the cache, sha256-verified downloads, loading into
+zoo models, and presets.
 
 A builder's ``weights=`` goes through here::
 
@@ -8,11 +9,15 @@ A builder's ``weights=`` goes through here::
     weights.list_weights("*mlp*")
 
 A weight file is looked for, in order, in the cache (``$KERAS_HOME/models``,
-Keras' convention, or ``cache_dir/models``), in the repository's
-``zoo/weights/``, and at ``$KERAS_GRESNET_WEIGHTS_URL`` + file name (default
-:data:`DEFAULT_BASE_URL`). Every file is re-hashed before use: a cached file
-whose sha256 differs is removed, a download that does not verify leaves
-nothing in the cache.
+Keras' convention, or ``cache_dir/models``), in a source checkout's
+``zoo/weights/`` (the release assets; absent from an installed wheel), and at
+``$KERAS_GRESNET_WEIGHTS_URL`` + file name (default :data:`DEFAULT_BASE_URL`).
+Every file is re-hashed before use: a cached file whose sha256 differs is
+replaced by a verified download (never deleted while another process may be
+reading it), and a download that does not verify leaves nothing in the cache.
+
+Reading the registry imports neither Keras nor TensorFlow (``keras-gresnet
+weights list`` stays fast); loading does.
 
 The zoo builders call into this module; it reaches the builders through
 ``keras_gresnet.zoo``, imported on use (the zoo imports this module).
@@ -23,6 +28,7 @@ import hashlib
 import inspect
 import json
 import logging
+import math
 import numbers
 import os
 import re
@@ -30,21 +36,34 @@ import shutil
 import warnings
 from pathlib import Path
 
-import h5py
-import keras
-
 from keras_gresnet import __version__
-from keras_gresnet._io import write_json
+from keras_gresnet._checks import PREPROCESSINGS
+from keras_gresnet._io import pid_alive, write_json
+from keras_gresnet._paths import keras_home
 
 logger = logging.getLogger(__name__)
 
-# The registry of published weight files, one entry per file.
-REGISTRY_FILE = Path(__file__).resolve().parents[1] / "zoo" / "weights.json"
+# The registry of published weight files, one entry per file: package data,
+# so an installed wheel has it (as Keras Applications keep their hash table
+# and timm its default_cfgs in the package).
+REGISTRY_FILE = Path(__file__).resolve().with_name("published_weights.json")
+
+
+def _checkout_weights():
+    """A source checkout's ``zoo/weights/`` (the release assets), or ``None``
+    for an installed package, whose parent folder is site-packages."""
+    root = Path(__file__).resolve().parents[1]
+    folder = root / "zoo" / "weights"
+    return folder if (root / "pyproject.toml").is_file() and folder.is_dir() else None
+
+
 # Weight files shipped with a repository checkout (looked for before a download).
-SHIPPED_DIR = REGISTRY_FILE.parent / "weights"
-# The project's release URL, where published weight files are downloaded from
-# (a placeholder until the first weights are released: set it then). A mirror,
-# or any folder served over HTTP, is set with $KERAS_GRESNET_WEIGHTS_URL.
+SHIPPED_DIR = _checkout_weights()
+# The project's release URL, where published weight files are downloaded from.
+# A placeholder: no release exists yet, so a download from it fails with a
+# message that says how to install a file by hand. A mirror, or any folder
+# served over HTTP laid out as zoo/weights/ (the files, flat, and SHA256SUMS),
+# is set with $KERAS_GRESNET_WEIGHTS_URL.
 DEFAULT_BASE_URL = "https://github.com/keras-gresnet/keras-gresnet/releases/download/weights/"
 URL_ENV = "KERAS_GRESNET_WEIGHTS_URL"
 CACHE_SUBDIR = "models"  # as keras.applications caches its weights
@@ -132,18 +151,14 @@ def _validate(entry, where):
     ) or not all(isinstance(n, str) for n in names):
         bad("class_names", f"a list of {entry['classes']} strings (one per class)")
     preprocessing = entry["preprocessing"]
-    from keras_gresnet.data import PREPROCESSINGS, Preprocessing
-
     if untrained and isinstance(preprocessing, dict) and set(preprocessing) == {"method"}:
         if preprocessing["method"] not in PREPROCESSINGS:
             bad("preprocessing", f"a method in {PREPROCESSINGS}")
     elif not isinstance(preprocessing, dict) or set(preprocessing) != {"method", "mean", "std"}:
         bad("preprocessing", "an object with method, mean and std (Preprocessing.get_config())")
-    else:
-        try:
-            Preprocessing.from_config(preprocessing)
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"{where}: field 'preprocessing': {error}") from None
+    elif not _valid_statistics(preprocessing):
+        bad("preprocessing", f"a method in {PREPROCESSINGS} with one finite mean and one "
+            f"std > 0 per channel")
     if status == NOT_TRAINED:
         given = [f for f in FILE_FIELDS if entry.get(f) is not None]
         if given:
@@ -166,6 +181,20 @@ def _validate(entry, where):
         if not isinstance(entry[field], str) or not entry[field]:
             bad(field, "a non-empty string")
     return entry
+
+
+def _valid_statistics(preprocessing):
+    """``data.Preprocessing.get_config()``'s form, checked without importing
+    TensorFlow."""
+    mean, std = preprocessing["mean"], preprocessing["std"]
+
+    def numbers_list(values):
+        return isinstance(values, list) and values and all(
+            isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+            for v in values)
+
+    return (preprocessing["method"] in PREPROCESSINGS and numbers_list(mean)
+            and numbers_list(std) and len(mean) == len(std) and all(v > 0 for v in std))
 
 
 def _read_registry():
@@ -230,18 +259,9 @@ def sha256_of(path):
     return digest.hexdigest()
 
 
-def _keras_home():
-    """Keras' own convention: ``$KERAS_HOME``, else ``~/.keras`` (``/tmp/.keras``
-    where the home folder is not writable)."""
-    if "KERAS_HOME" in os.environ:
-        return Path(os.environ["KERAS_HOME"]).expanduser()
-    home = Path("~").expanduser()
-    return (home if os.access(home, os.W_OK) else Path("/tmp")) / ".keras"
-
-
 def cache_folder(cache_dir=None):
     """Where weight files are cached: ``{cache_dir or $KERAS_HOME}/models``."""
-    return (Path(cache_dir).expanduser() if cache_dir else _keras_home()) / CACHE_SUBDIR
+    return (Path(cache_dir).expanduser() if cache_dir else keras_home()) / CACHE_SUBDIR
 
 
 def base_url():
@@ -250,40 +270,246 @@ def base_url():
     return url if url.endswith("/") else url + "/"
 
 
-def _verified(path, entry, *, remove):
-    """Whether ``path`` holds the entry's bytes; a bad file is removed when
-    ``remove`` (the cache), else only skipped (a checkout's files)."""
-    if not path.is_file():
-        return False
-    if sha256_of(path) == entry["sha256"]:
-        return True
-    if remove:
-        path.unlink()
-        logger.warning("removed %s from the cache: its sha256 is not %s", path, entry["sha256"])
-    else:
-        logger.warning("ignored %s: its sha256 is not %s", path, entry["sha256"])
-    return False
+def _check(path, sha256):
+    """``"OK"``, ``"MISMATCH"`` or ``"missing"`` for the file ``path``; a file
+    that vanishes while it is read (another process replaced or removed it)
+    counts as missing."""
+    try:
+        if not path.is_file():
+            return "missing"
+        return "OK" if sha256_of(path) == sha256 else "MISMATCH"
+    except (FileNotFoundError, NotADirectoryError):
+        return "missing"
+
+
+def _verified(path, entry, *, remove=False, bad="ignored"):
+    """Whether ``path`` holds the entry's bytes. A file that does not is only
+    skipped (logged with ``bad``), never deleted, unless ``remove`` (the
+    explicit ``weights verify`` of the cache): loading never deletes a cached
+    file, which another process may have just renamed into place."""
+    status = _check(path, entry["sha256"])
+    if status == "MISMATCH":
+        if remove:
+            path.unlink(missing_ok=True)
+            bad = "removed it"
+        logger.warning("%s does not have sha256 %s: %s", path, entry["sha256"], bad)
+    return status == "OK"
 
 
 def weights_path(name, cache_dir=None):
     """The verified local file of the published weights ``name``: from the
-    cache, the repository's ``zoo/weights/``, or downloaded into the cache."""
+    cache, the repository's ``zoo/weights/``, or downloaded into the cache.
+
+    A cached file that does not verify is replaced atomically (``os.replace``)
+    by a verified download, never deleted first: processes loading the same
+    weights at once each see a whole file. The final path is re-verified, and
+    the download retried once if another process replaced it in between."""
     entry = _published(get_weights(name))
     folder = cache_folder(cache_dir)
     cached = folder / entry["file"]
-    if _verified(cached, entry, remove=True):
+    if _verified(cached, entry, bad="replacing it with a verified download"):
         return cached
-    shipped = Path(SHIPPED_DIR) / entry["file"]
-    if _verified(shipped, entry, remove=False):
-        return shipped
-    return _download(entry, folder)
+    if SHIPPED_DIR is not None:
+        shipped = Path(SHIPPED_DIR) / entry["file"]
+        if _verified(shipped, entry, bad="ignored (a checkout's file is never changed)"):
+            return shipped
+    for _ in range(2):
+        _download(entry, folder)
+        if _verified(cached, entry, bad="replaced by another process; downloading again"):
+            return cached
+    raise WeightsError(
+        f"weights {entry['name']!r}: {cached} was replaced by a file without sha256 "
+        f"{entry['sha256']} right after each of two verified downloads: another program "
+        f"writes to {folder}; pass cache_dir (--cache-dir) to use a folder of your own"
+    )
+
+
+# How long a download may wait to connect, and then for each read.
+TIMEOUT_ENV = "KERAS_GRESNET_DOWNLOAD_TIMEOUT"
+DEFAULT_TIMEOUT = 30.0  # seconds
+_CHUNK = 1 << 20  # bytes read, hashed and written at a time
+
+
+def _download_timeout():
+    """``$KERAS_GRESNET_DOWNLOAD_TIMEOUT`` (seconds, a positive number), else
+    :data:`DEFAULT_TIMEOUT`; a bad value is a one-line ``WeightsError``."""
+    value = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not value:
+        return DEFAULT_TIMEOUT
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise WeightsError(f"{TIMEOUT_ENV}={value!r} must be a positive number of seconds "
+                           f"(the download timeout; default {DEFAULT_TIMEOUT:g})")
+    return seconds
+
+
+def _remove_stale_parts(folder, file):
+    """Remove ``.{file}.part<pid>`` temporaries whose process is gone (killed
+    mid-download); those of a live process, this one's included, stay."""
+    prefix = f".{file}.part"
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        match = re.fullmatch(r"(\d+)(?:-\d+)?", name[len(prefix):]) if name.startswith(
+            prefix) else None
+        if match is None or int(match.group(1)) == os.getpid() or pid_alive(
+                int(match.group(1))):
+            continue
+        try:
+            (folder / name).unlink(missing_ok=True)
+            logger.info("removed %s, left by a download that was killed", folder / name)
+        except OSError:
+            pass
+
+
+def _new_part(folder, file):
+    """Create this process's temporary ``.{file}.part<pid>`` (``-N`` added
+    when a thread of this process has one open): ``(path, fd)``."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    for n in range(1000):
+        path = folder / f".{file}.part{os.getpid()}{f'-{n}' if n else ''}"
+        try:
+            return path, os.open(path, flags, 0o666)
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{folder}: too many .{file}.part{os.getpid()}-N files")
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived during a download (raised so that ``finally`` cleans up)."""
+
+
+class _on_sigterm_raise:
+    """While downloading in the main thread, SIGTERM raises (so that the
+    temporary file is removed), then acts as before: ``SystemExit(143)`` under
+    the default action; a previous Python handler is called (and the download
+    fails with ``WeightsError`` if it returns). An ignored SIGTERM stays
+    ignored; other threads cannot set handlers and are left as they are."""
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        self.previous = None
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        try:
+            previous = signal.getsignal(signal.SIGTERM)
+            if previous is None or previous == signal.SIG_IGN:
+                return self  # set outside Python, or ignored: leave it
+            signal.signal(signal.SIGTERM, self._raise)
+        except (ValueError, OSError, AttributeError):  # no signals here
+            return self
+        self.previous = previous
+        return self
+
+    @staticmethod
+    def _raise(signum, frame):
+        raise _Terminated(signum, frame)
+
+    def __exit__(self, kind, error, traceback):
+        import signal
+
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)
+        if kind is _Terminated:
+            if callable(self.previous):  # the program's own handler decides
+                self.previous(*error.args)
+                raise WeightsError("the download was interrupted by SIGTERM; nothing "
+                                   "was kept") from None
+            raise SystemExit(128 + signal.SIGTERM) from None
+        return False
+
+
+class _Progress:
+    """A one-line ``\\r`` percentage on stderr, only when stderr is a terminal
+    (nothing when piped or logged; nothing ever on stdout)."""
+
+    def __init__(self, file, total):
+        import sys
+
+        self.stream, self.file, self.total, self.shown = sys.stderr, file, total, None
+        try:
+            self.on = bool(self.stream is not None and self.stream.isatty())
+        except (AttributeError, ValueError):
+            self.on = False
+
+    def _write(self, text):
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError):
+            self.on = False
+
+    def update(self, size):
+        if not self.on:
+            return
+        shown = (f"{100 * size // self.total:3d}%" if self.total
+                 else f"{size / 2**20:.1f} MiB")
+        if shown != self.shown:
+            self.shown = shown
+            self._write(f"\rdownloading {self.file}: {shown}")
+
+    def close(self):
+        if self.on and self.shown is not None:
+            self._write("\n")
+
+
+class _WriteError(Exception):
+    """Writing the temporary file failed (not the network)."""
+
+
+def _stream(origin, out, timeout, file):
+    """GET ``origin`` into the open file ``out``, ``_CHUNK`` bytes at a time,
+    hashed on the way: ``(sha256, size, declared length or None)``."""
+    import urllib.request
+
+    digest, size = hashlib.sha256(), 0
+    with urllib.request.urlopen(origin, timeout=timeout) as response:
+        length = response.headers.get("Content-Length", "").strip()
+        total = int(length) if length.isdigit() else None
+        progress = _Progress(file, total)
+        try:
+            while True:
+                block = response.read(_CHUNK)
+                if not block:
+                    break
+                digest.update(block)
+                size += len(block)
+                try:
+                    out.write(block)
+                except OSError as error:
+                    raise _WriteError(error) from error
+                progress.update(size)
+        finally:
+            progress.close()
+    return digest.hexdigest(), size, total
+
+
+def _reason(error, timeout):
+    """One line on why a download failed."""
+    import urllib.error
+
+    cause = error.reason if isinstance(error, urllib.error.URLError) and not isinstance(
+        error, urllib.error.HTTPError) else error
+    if isinstance(cause, TimeoutError):
+        return f"no answer within {timeout:g} s; {TIMEOUT_ENV} sets the timeout"
+    return " ".join(str(cause).split()) or type(cause).__name__
 
 
 def _download(entry, folder):
-    """Download the entry's file into ``folder`` under a temporary name and
-    move it into place only once its sha256 is right: an interrupted or bad
-    download leaves nothing in the cache (``keras.utils.get_file`` itself
-    leaves a file that fails its hash check behind)."""
+    """Download the entry's file into ``folder``: streamed (with connect and
+    read timeouts) into a temporary ``.{file}.part<pid>``, hashed on the way,
+    and moved over the cached file (``os.replace``, atomic) only once its
+    sha256 is right. A failed, timed-out or interrupted (SIGTERM) download
+    leaves nothing in the cache; temporaries of killed downloads are removed."""
+    import http.client
+
     file, sha256 = entry["file"], entry["sha256"]
     origin = base_url() + file
     by_hand = (
@@ -291,56 +517,87 @@ def _download(entry, folder):
         f"in {folder}; to download from a mirror, set {URL_ENV} to the URL of the "
         f"folder that holds it."
     )
+
+    def unwritable(error):
+        return WeightsError(
+            f"weights {entry['name']!r}: cannot write to the cache folder {folder} "
+            f"({' '.join(str(error).split())}); pass cache_dir (--cache-dir on the "
+            f"command line) to cache in a writable folder")
+
+    timeout = _download_timeout()
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise WeightsError(f"weights {entry['name']!r}: cannot create the cache folder "
-                           f"{folder} ({error}); pass cache_dir") from None
-    tmp = folder / f".{file}.part{os.getpid()}"
-    try:
+        raise unwritable(error) from None
+    _remove_stale_parts(folder, file)
+    tmp = None
+    with _on_sigterm_raise():
         try:
-            fetched = Path(keras.utils.get_file(
-                tmp.name, origin=origin, file_hash=sha256, hash_algorithm="sha256",
-                cache_dir=str(folder.parent), cache_subdir=folder.name,
-            ))
-        except Exception as error:  # get_file raises a bare Exception when offline
-            raise WeightsError(
-                f"weights {entry['name']!r}: could not download {file} from {origin} "
-                f"({error}). {by_hand}"
-            ) from error
-        if fetched != tmp:  # get_file falls back to /tmp/.keras for a read-only folder
-            fetched.unlink(missing_ok=True)
-            raise WeightsError(f"weights {entry['name']!r}: cannot write to the cache "
-                               f"folder {folder}; pass cache_dir. {by_hand}")
-        if sha256_of(tmp) != sha256:
-            raise WeightsError(
-                f"weights {entry['name']!r}: the download of {file} from {origin} does "
-                f"not have sha256 {sha256}; nothing was kept. {by_hand}"
-            )
-        os.replace(tmp, folder / file)
-    finally:
-        tmp.unlink(missing_ok=True)
+            try:
+                tmp, fd = _new_part(folder, file)
+            except OSError as error:
+                raise unwritable(error) from None
+            with os.fdopen(fd, "wb") as out:
+                try:
+                    digest, size, total = _stream(origin, out, timeout, file)
+                except _WriteError as error:
+                    raise unwritable(error.__cause__) from None
+                except (OSError, http.client.HTTPException, ValueError) as error:
+                    raise WeightsError(
+                        f"weights {entry['name']!r}: could not download {file} from "
+                        f"{origin} ({_reason(error, timeout)}). {by_hand}"
+                    ) from None
+            if total is not None and size != total:
+                raise WeightsError(
+                    f"weights {entry['name']!r}: could not download {file} from {origin} "
+                    f"(the connection closed after {size} of {total} bytes). {by_hand}")
+            if digest != sha256:
+                raise WeightsError(
+                    f"weights {entry['name']!r}: the download of {file} from {origin} does "
+                    f"not have sha256 {sha256} ({size} bytes, {entry['size']} expected); "
+                    f"nothing was kept. {by_hand}"
+                )
+            try:
+                os.replace(tmp, folder / file)
+            except OSError as error:
+                raise unwritable(error) from None
+        finally:
+            if tmp is not None:
+                tmp.unlink(missing_ok=True)
     return folder / file
 
 
 def verify_cache(pattern="*", cache_dir=None):
-    """Re-hash the cached files of the published entries matching ``pattern``:
-    ``[(name, path, status)]`` with status ``"OK"``, ``"MISMATCH (removed)"``
-    (the bad file is deleted), ``"missing"`` or ``"not yet trained"``."""
+    """Re-hash every copy of the published entries matching ``pattern`` that
+    loading would use, the cached file and a checkout's ``zoo/weights/`` one:
+    ``[(name, path, status)]``, one row per copy, with status ``"OK"``,
+    ``"MISMATCH (removed)"`` (a bad cached file is deleted: the next load
+    downloads it again), ``"MISMATCH (ignored)"`` (a bad shipped file: never
+    deleted, loading skips it), ``"missing"`` (no copy at all; the path is the
+    cache's) or ``"not yet trained"`` (path ``None``)."""
     folder = cache_folder(cache_dir)
     report = []
     for entry in list_weights(pattern):
         if entry["status"] != PUBLISHED:
             report.append((entry["name"], None, NOT_TRAINED))
             continue
-        path = folder / entry["file"]
-        if not path.is_file():
-            status = "missing"
-        elif _verified(path, entry, remove=True):
-            status = "OK"
-        else:
+        rows = []
+        cached = folder / entry["file"]
+        status = _check(cached, entry["sha256"])
+        if status == "MISMATCH":
+            cached.unlink(missing_ok=True)
+            logger.warning("removed %s from the cache: its sha256 is not %s", cached,
+                           entry["sha256"])
             status = "MISMATCH (removed)"
-        report.append((entry["name"], path, status))
+        if status != "missing":
+            rows.append((entry["name"], cached, status))
+        if SHIPPED_DIR is not None:
+            shipped = Path(SHIPPED_DIR) / entry["file"]
+            status = _check(shipped, entry["sha256"])
+            if status != "missing":
+                rows.append((entry["name"], shipped,
+                             "MISMATCH (ignored)" if status == "MISMATCH" else status))
+        report.extend(rows or [(entry["name"], cached, "missing")])
     return report
 
 
@@ -499,6 +756,8 @@ def check_call(builder, args, kwargs):
 
 
 def _h5_variable_count(path):
+    import h5py  # on use: reading the registry needs neither h5py nor Keras
+
     with h5py.File(path, "r") as f:
         count = []
         f.visititems(lambda _, obj: count.append(1) if isinstance(obj, h5py.Dataset) else None)
@@ -532,6 +791,8 @@ def _load_exact(model, path, *, without_top=False):
 
 def _entry_model(entry, path):
     """The model the entry's file was saved from, loaded from ``path``."""
+    import keras  # on use: the registry alone loads without TensorFlow
+
     if path.name.endswith(".keras"):
         return keras.saving.load_model(path, compile=False, safe_mode=True)
     from keras_gresnet import zoo
@@ -546,6 +807,8 @@ def _entry_model(entry, path):
 def _source_model(name_or_path, cache_dir=None):
     """The full model (with its head) behind a registry name, a ``.keras``
     file or a preset folder; ``None`` for a bare ``.weights.h5``."""
+    import keras  # on use: the registry alone loads without TensorFlow
+
     if not _is_path(name_or_path):
         entry = _published(get_weights(name_or_path))
         return _entry_model(entry, weights_path(entry["name"], cache_dir))
@@ -629,6 +892,8 @@ def save_preset(model, directory, *, builder, builder_kwargs, metadata=None, ove
     renamed into place: a preset is complete or absent. ``builder_kwargs``
     must rebuild ``model`` (checked first); the model's input shape is added
     when missing. Returns the folder."""
+    import keras  # on use: the registry alone loads without TensorFlow
+
     from keras_gresnet import zoo
 
     directory = Path(directory)
@@ -688,6 +953,12 @@ def _read_preset_config(directory):
         config.get("builder_kwargs"), dict
     ):
         raise ValueError(f"{path} must hold an object with 'builder' and 'builder_kwargs'")
+    # What save_preset refuses to write, from_preset refuses to read: a
+    # preset's weights are its own file, never another path, name or preset.
+    given = sorted({"weights", "input_tensor"} & set(config["builder_kwargs"]))
+    if given:
+        raise ValueError(f"{path}: builder_kwargs may not set {given} (a preset's weights "
+                         f"are its {PRESET_WEIGHTS})")
     if not (directory / PRESET_WEIGHTS).is_file():
         raise ValueError(f"{directory} is not a preset: {PRESET_WEIGHTS} is missing")
     return config

@@ -71,7 +71,9 @@ def mnist_dir(tmp_path):
 
 @pytest.fixture
 def no_debian(monkeypatch, tmp_path):
-    """Hide Debian's Fashion-MNIST (a folder that does not exist)."""
+    """Hide Debian's Fashion-MNIST (a folder that does not exist) and the
+    MNIST that `make data` installs (an empty Keras home)."""
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path / "empty-keras-home"))
     missing = str(tmp_path / "no-such-folder")
     info = dataclasses.replace(data.DATASETS["fashion_mnist"], system_dirs=(missing,))
     monkeypatch.setitem(data.DATASETS, "fashion_mnist", info)

@@ -233,6 +233,7 @@ def _train_command(addresses, index, epochs=RUN["epochs"]):
             "--max-train-examples", str(RUN["max_train_examples"]),
             "--max-test-examples", str(RUN["max_test_examples"]),
             "--batch-size", str(GLOBAL_BATCH // workers), "--out", "run",
+            "--optimizer-name", RUN["optimizer_name"],
             "--workers", addresses, "--worker-index", str(index)]
 
 

@@ -1,4 +1,4 @@
-"""The published registry (zoo/weights.json) against its files: hashes,
+"""The published registry (keras_gresnet/published_weights.json) against its files: hashes,
 sizes, parameter counts, and the recorded test errors on the real test set."""
 
 import hashlib
@@ -42,19 +42,27 @@ def test_file_matches_its_entry(entry):
 
 
 @pytest.fixture(scope="module")
-def fashion_test():
-    return data.load("fashion_mnist", "test")
+def test_sets():
+    """Each published dataset's real test split, read once."""
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            cache[name] = data.load(name, "test")
+        return cache[name]
+
+    return get
 
 
 SMALL = [e for e in PUBLISHED if e["builder_kwargs"].get("depth", 99) <= 10]
 
 
 @pytest.mark.parametrize("entry", SMALL, ids=lambda e: e["name"])
-def test_loading_gives_the_recorded_test_error(entry, fashion_test, monkeypatch, tmp_path):
+def test_loading_gives_the_recorded_test_error(entry, test_sets, monkeypatch, tmp_path):
     monkeypatch.setenv("KERAS_HOME", str(tmp_path))  # no cache: the shipped file
     monkeypatch.setenv(weights.URL_ENV, "http://127.0.0.1:9/never-contacted/")
     model = zoo.get_model(entry["builder"], **entry["builder_kwargs"], weights=entry["name"])
-    images, labels = fashion_test
+    images, labels = test_sets(entry["dataset"])
     preprocessing = data.Preprocessing.from_config(entry["preprocessing"])
     test = data.make_dataset(images, labels, batch_size=1000, preprocessing=preprocessing)
     predicted = np.concatenate([np.argmax(keras.ops.convert_to_numpy(model(x)), axis=-1)

@@ -34,6 +34,30 @@ def load_requested_weights(model, weights, *, include_top, classes):
     return model
 
 
+# Sizes this package builds. HE's deepest net has 333 units (ResNet-1001)
+# and WRN's widest 36.5M parameters; a Keras graph of many thousands of
+# blocks takes minutes to build and gigabytes of memory, and 2e9 float32
+# parameters are 8 GB before the optimizer doubles or triples them.
+MAX_BLOCKS = 5_000
+MAX_PARAMS = 2_000_000_000
+
+
+def check_size(builder, blocks, params, arguments):
+    """Refuse a model of more than :data:`MAX_BLOCKS` blocks or about
+    :data:`MAX_PARAMS` parameters before anything is built; ``arguments``
+    names what sets the size (e.g. ``"depth"``)."""
+    if blocks > MAX_BLOCKS:
+        raise ValueError(
+            f"{builder}: {arguments} give {blocks:,} blocks; this package builds at most "
+            f"{MAX_BLOCKS:,} (HE's deepest net has 333; a Keras graph of more takes "
+            f"minutes and gigabytes to build)")
+    if params > MAX_PARAMS:
+        raise ValueError(
+            f"{builder}: {arguments} give about {params:,.0f} parameters; this package "
+            f"builds at most {MAX_PARAMS:,} (8 GB of float32 weights before the "
+            f"optimizer's state)")
+
+
 def check_common(
     builder,
     *,

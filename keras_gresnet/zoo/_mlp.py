@@ -9,7 +9,9 @@ import keras
 
 from keras_gresnet.layers import dense_layer, dense_unit
 from keras_gresnet._checks import check_choice, check_int
-from keras_gresnet.zoo._base import check_common, head, load_requested_weights, model_input
+from keras_gresnet.zoo._base import (
+    check_common, check_size, head, load_requested_weights, model_input,
+)
 from keras_gresnet.zoo._registry import register_model
 
 GR_DEPTHS = (2, 10, 20, 50, 100)  # GR Table 1
@@ -65,6 +67,8 @@ def mlp(
     depth = check_int(depth, "depth", 1)
     check_int(units, "units", 1)
     check_choice(stem, "stem", STEMS)
+    check_size(builder, depth // 2 if residual else depth, 784 * units + depth * units**2,
+               "depth and units")
     if residual and depth % 2:
         raise ValueError(
             f"depth must be even for residual kinds (blocks of 2 layers), got {depth}"

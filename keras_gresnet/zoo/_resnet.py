@@ -13,7 +13,9 @@ import keras
 from keras_gresnet.layers import BLOCKS, check_unit_args, conv, residual_unit
 from keras_gresnet.layers.units import PREACT_UNITS
 from keras_gresnet._checks import check_choice, check_int, check_rate
-from keras_gresnet.zoo._base import check_common, head, load_requested_weights, model_input
+from keras_gresnet.zoo._base import (
+    check_common, check_size, head, load_requested_weights, model_input,
+)
 from keras_gresnet.zoo._registry import register_model
 
 CIFAR_WIDTHS = (16, 32, 64)  # HE / GR CIFAR nets
@@ -128,6 +130,12 @@ def resnet(
         raise ValueError(f"stem_bn must be None, True or False, got {stem_bn!r}")
     check_rate(dropout, "dropout")
     check_rate(shortcut_dropout, "shortcut_dropout")
+    # Weights per unit: basic 2 3x3 convs (18 w^2); bottleneck 1x1, 3x3, 1x1
+    # with a width expansion e ((2 e + 9) w^2).
+    per_unit = 18 if block != "bottleneck" else 2 * expansion + 9
+    check_size(builder, sum(stage_sizes),
+               sum(n * per_unit * w**2 for n, w in zip(stage_sizes, widths)),
+               "the stage sizes (n or depth) and widths (widen_factor)")
     downsamplings = len(stage_sizes) - 1 + (2 if stem == "imagenet" else 0)
     input_shape = check_common(
         builder,

@@ -1,0 +1,323 @@
+"""Install and trust (the user's files, bad input, the command line's
+promises): nothing of the user's is deleted, bad input is one line and exit
+2 before the first write, bugs keep their traceback, the history records
+the rate each epoch trained at, and listing needs no TensorFlow."""
+
+import errno
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from keras_gresnet import _catalog, _io, cli, training, weights, zoo
+
+TINY = ["--dataset", "fashion_mnist", "--max-train-examples", "256",
+        "--max-test-examples", "200", "--epochs", "1"]
+
+
+def train(out, *extra, model=("gresnet_mlp", "--depth", "2")):
+    return cli.main(["train", *model, *TINY, "--out", str(out), *extra])
+
+
+def one_error_line(capsys, *words):
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    for word in words:
+        assert word in err[0], err[0]
+    return err[0]
+
+
+def tree(folder):
+    """Every file under ``folder`` with its bytes."""
+    return {str(p.relative_to(folder)): p.read_bytes()
+            for p in sorted(Path(folder).rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A finished tiny run folder (not to be modified by the tests)."""
+    out = tmp_path_factory.mktemp("finished") / "run"
+    assert train(out) == 0
+    return out
+
+
+# ---------------------------------------------------------------- user files
+
+
+def test_a_folder_that_is_not_a_run_is_refused_and_kept(tmp_path, capsys):
+    out = tmp_path / "thesis"
+    (out / "backup").mkdir(parents=True)
+    (out / "backup" / "thesis.tex").write_text("three years of work")
+    before = tree(out)
+    for extra in ((), ("--overwrite",)):
+        assert train(out, *extra) == 2
+        one_error_line(capsys, "no config.json", "backup")
+        assert tree(out) == before
+
+
+def test_overwrite_refuses_foreign_files_and_names_them(finished, tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    for name, content in tree(finished).items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_bytes(content)
+    (out / "notes.txt").write_text("mine")
+    before = tree(out)
+    assert train(out, "--overwrite") == 2
+    one_error_line(capsys, "notes.txt", "--overwrite")
+    assert tree(out) == before
+
+
+def test_overwrite_replaces_only_the_run_and_a_foreign_config_is_refused(finished, tmp_path,
+                                                                          capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    for name, content in tree(finished).items():
+        (out / name).write_bytes(content)
+    (out / "backup").mkdir()
+    (out / "backup" / "epoch-00001.weights.h5").write_bytes(b"an old checkpoint of ours")
+    old_results = (out / "results.json").read_text()
+    assert train(out, "--overwrite", "--seed", "1") == 0
+    assert json.loads((out / "config.json").read_text())["seed"] == 1
+    assert (out / "results.json").read_text() != old_results
+    assert not (out / "backup").exists()
+    capsys.readouterr()
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "config.json").write_text(json.dumps({"learning_rate": 0.1}))
+    (foreign / "model.keras").write_bytes(b"somebody else's model")
+    before = tree(foreign)
+    assert train(foreign, "--overwrite") == 2
+    one_error_line(capsys, "config.json", "not a keras-gresnet run config")
+    assert tree(foreign) == before
+
+
+def test_a_finished_run_keeps_user_files_in_its_backup_folder(tmp_path):
+    out = tmp_path / "run"
+    assert train(out, "--epochs", "1") == 0
+    # An unfinished run of the same config, with a file of the user's in backup/.
+    (out / "results.json").unlink()
+    (out / "backup").mkdir()
+    (out / "backup" / "keep.txt").write_text("mine")
+    assert train(out) == 0
+    assert (out / "backup" / "keep.txt").read_text() == "mine"
+    assert list((out / "backup").iterdir()) == [out / "backup" / "keep.txt"]
+
+
+def test_stale_temporaries_of_a_killed_run_are_removed_live_ones_kept(tmp_path):
+    out = tmp_path / "run"
+    assert train(out) == 0
+    (out / "results.json").unlink()  # as if killed during the final save
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    stale = out / f".model.tmp{dead}.keras"
+    live = out / f".model.tmp{os.getppid()}.keras"
+    mine = out / ".model.tmpnotes.keras"
+    for path in (stale, live, mine):
+        path.write_bytes(b"partial")
+    assert train(out) == 0
+    assert not stale.exists() and live.exists() and mine.exists()
+    assert _io.remove_stale_temporaries(out) == []  # the live one stays
+
+
+# ----------------------------------------------------------------- bad input
+
+
+def test_bad_numbers_are_refused_before_the_first_write(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert train(out, "--epochs", "99999999999999999999999") == 2
+    one_error_line(capsys, "epochs")
+    assert not out.exists()
+    for value in ("1e400", "-1e999", "nan", "inf", "(0.1, 1e400)"):
+        assert train(out, "--lr", value) == 2
+        one_error_line(capsys, "finite")
+        assert not out.exists()
+    assert train(out) == 0  # the corrected command runs
+
+
+def test_sizes_that_cannot_be_built_are_refused(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert train(out, model=("gresnet_mlp", "--depth", "100000000")) == 2
+    one_error_line(capsys, "50,000,000 blocks", "at most 5,000")
+    assert train(out, model=("wide_gresnet", "--n", "4", "--widen-factor", "1000")) == 2
+    one_error_line(capsys, "parameters")
+    assert not out.exists()
+    with pytest.raises(ValueError, match="parameters"):
+        zoo.gresnet_mlp(depth=2, units=100_000)
+
+
+def test_out_that_is_a_file_or_under_a_file(tmp_path, capsys):
+    file = tmp_path / "a_file"
+    file.write_text("x")
+    assert train(file) == 2
+    one_error_line(capsys, "is a file")
+    assert train(file / "run") == 2
+    one_error_line(capsys, "is a file")
+    assert file.read_text() == "x"
+
+
+@pytest.mark.parametrize("content, words", [
+    ("{not json", ["config.json", "JSON"]),
+    ("[1, 2]", ["config.json", "object"]),
+])
+def test_corrupt_run_config_is_one_line(finished, tmp_path, capsys, content, words):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "model.keras").write_bytes((finished / "model.keras").read_bytes())
+    (run / "config.json").write_text(content)
+    for command in (["evaluate", str(run)], ["gates", str(run)], ["prune", str(run),
+                                                                   "--count", "1"]):
+        assert cli.main(command) == 2
+        one_error_line(capsys, *words)
+    (run / "config.json").unlink()
+    assert cli.main(["evaluate", str(run)]) == 2
+    one_error_line(capsys, "no config.json")
+
+
+def test_corrupt_history_names_the_file_and_the_run_resumes_once_fixed(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert train(out) == 0
+    (out / "results.json").unlink()
+    good = (out / "history.csv").read_text()
+    (out / "history.csv").write_text("epoch,loss\nzero,abc\n")
+    before = tree(out)
+    assert train(out) == 2
+    one_error_line(capsys, "history.csv")
+    assert tree(out) == before
+    (out / "history.csv").write_text(good)
+    assert train(out) == 0
+
+
+def test_keras_files_keras_cannot_read_are_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.keras"
+    with zipfile.ZipFile(bad, "w") as archive:
+        archive.writestr("config.json", json.dumps({"class_name": 3, "config": []}))
+        archive.writestr("metadata.json", json.dumps({"keras_version": "3.15.1"}))
+    junk = tmp_path / "junk.keras"
+    junk.write_bytes(b"not a zip")
+    for path in (bad, junk):
+        assert cli.main(["evaluate", str(path), "--dataset", "fashion_mnist"]) == 2
+        one_error_line(capsys, path.name)
+
+
+def test_disk_full_is_one_line_and_the_run_resumes(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "run"
+
+    def full(path, obj):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(training, "write_json", full)
+    assert train(out) == 2
+    one_error_line(capsys, "No space left on device", "config.json")
+    monkeypatch.undo()
+    assert train(out) == 0 and (out / "results.json").exists()
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--count", "-1"], ["--count -1"]),
+    (["--count", "0"], ["--count 0"]),
+    (["--blocks", "block1,block1"], ["block1", "more than once"]),
+    (["--blocks", "block1,0"], ["more than once"]),
+    (["--count", "1", "--out", "x.h5"], [".keras"]),
+])
+def test_prune_refuses_bad_counts_and_repeated_blocks(finished, capsys, args, words):
+    before = tree(finished)
+    assert cli.main(["prune", str(finished), *args]) == 2
+    one_error_line(capsys, *words)
+    assert tree(finished) == before
+
+
+def test_prune_never_writes_over_a_users_file(finished, tmp_path, capsys):
+    mine = tmp_path / "thesis.keras"
+    mine.write_bytes(b"my model")
+    assert cli.main(["prune", str(finished), "--count", "1", "--out", str(mine)]) == 2
+    one_error_line(capsys, "thesis.keras", "exists")
+    assert mine.read_bytes() == b"my model"
+
+
+def test_a_preset_cannot_name_other_weights(tmp_path):
+    model = zoo.gresnet_mlp(depth=2)
+    preset = weights.save_preset(model, tmp_path / "preset", builder="gresnet_mlp",
+                                 builder_kwargs={"depth": 2})
+    config = json.loads((preset / "config.json").read_text())
+    for value in (str(preset), "gresnet_mlp2_fashion_mnist", "/etc/passwd"):
+        config["builder_kwargs"]["weights"] = value
+        (preset / "config.json").write_text(json.dumps(config))
+        with pytest.raises(ValueError, match=r"builder_kwargs may not set \['weights'\]"):
+            weights.from_preset(preset)
+
+
+def test_an_error_inside_keras_keeps_its_traceback(monkeypatch):
+    """Only this package's own checks are 'bad input'; a ValueError raised
+    deep in Keras or TensorFlow is a bug and is not turned into exit 2."""
+    import keras
+
+    def broken(*args, **kwargs):
+        keras.layers.Dense(-1)  # Keras' own check raises the ValueError
+
+    monkeypatch.setattr(training, "train", broken)
+    with pytest.raises(ValueError):
+        train(Path("unused"))
+
+
+# ------------------------------------------------------------- what is recorded
+
+
+def test_history_records_the_rate_each_epoch_trained_at(tmp_path):
+    out = tmp_path / "run"
+    assert train(out, "--epochs", "3", "--lr-milestones", "(1,)",
+                 "--lr-milestone-unit", "epoch") == 0
+    lines = (out / "history.csv").read_text().splitlines()
+    column = lines[0].split(",").index("lr")
+    rates = [float(line.split(",")[column]) for line in lines[1:]]
+    assert rates == pytest.approx([0.002, 0.0002, 0.0002])
+
+
+def test_evaluate_uses_the_runs_own_test_subset(finished, capsys):
+    assert cli.main(["evaluate", str(finished)]) == 0
+    result = json.loads(capsys.readouterr().out)
+    recorded = json.loads((finished / "results.json").read_text())
+    assert result["examples"] == 200
+    assert result["test_error_percent"] == pytest.approx(recorded["test_error_percent"],
+                                                         abs=1e-6)
+    assert cli.main(["evaluate", str(finished), "--dataset", "mnist"]) == 0
+    assert json.loads(capsys.readouterr().out)["examples"] == 10000  # another dataset: all
+
+
+# ----------------------------------------------------------- the command line
+
+
+def test_catalog_lists_every_builder_with_its_docstring():
+    expected = {name: (zoo.model_builder(name).__doc__ or "").strip().splitlines()[0]
+                for name in zoo.list_models()}
+    assert _catalog.MODELS == expected, (
+        "keras_gresnet/_catalog.py is out of date; regenerate it from zoo.list_models()")
+
+
+@pytest.mark.integration
+def test_listing_imports_neither_keras_nor_tensorflow():
+    code = ("import sys\nfrom keras_gresnet.cli import main\n"
+            "assert main(['list']) == 0 and main(['weights', 'list']) == 0\n"
+            "assert main(['list', '*cifar*']) == 0\n"
+            "bad = sorted(m for m in ('keras', 'tensorflow', 'h5py') if m in sys.modules)\n"
+            "assert not bad, bad\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "gresnet_cifar" in result.stdout and "gresnet_mlp20_fashion_mnist" in result.stdout
+
+
+@pytest.mark.integration
+def test_tensorflow_start_up_lines_stay_off_the_terminal(finished):
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    result = subprocess.run([sys.executable, "-m", "keras_gresnet.cli", "gates", str(finished)],
+                            capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "gates, mean g(k)" in result.stdout
+    for noise in ("cudart_stub", "absl::InitializeLog", "cuInit", "oneDNN"):
+        assert noise not in result.stderr, result.stderr
