@@ -5,6 +5,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import pytest  # noqa: E402
 
+from helpers import assert_loopback_only, guard_network  # noqa: E402
+
 
 @pytest.fixture(autouse=True)
 def _fresh_keras_state():
@@ -14,3 +16,12 @@ def _fresh_keras_state():
     yield
     keras.config.set_dtype_policy("float32")
     keras.backend.clear_session()
+
+
+@pytest.fixture
+def network_guard(monkeypatch):
+    """Record every host contacted (the fixture's value); anything but the
+    loopback is refused and fails the test."""
+    hosts = guard_network(monkeypatch)
+    yield hosts
+    assert_loopback_only(hosts)

@@ -27,7 +27,6 @@ import pytest
 
 from keras_gresnet import cli, weights
 
-LOOPBACK = {"127.0.0.1", "localhost"}
 NAME = "tiny_net"
 FILE = "tiny_net.weights.h5"
 TIMEOUT_ENV = "KERAS_GRESNET_DOWNLOAD_TIMEOUT"
@@ -56,29 +55,8 @@ def _sha(path):
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-@pytest.fixture(autouse=True)
-def network_guard(monkeypatch):
-    """Anything but the loopback is refused and fails the test."""
-    hosts = []
-    real_connect, real_getaddrinfo = socket.socket.connect, socket.getaddrinfo
-
-    def connect(sock, address):
-        if isinstance(address, tuple):
-            hosts.append(address[0])
-            if address[0] not in LOOPBACK:
-                raise OSError(f"test: network access to {address[0]} refused")
-        return real_connect(sock, address)
-
-    def getaddrinfo(host, *args, **kwargs):
-        hosts.append(host)
-        if host not in LOOPBACK:
-            raise OSError(f"test: name lookup of {host} refused")
-        return real_getaddrinfo(host, *args, **kwargs)
-
-    monkeypatch.setattr(socket.socket, "connect", connect)
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    yield hosts
-    assert set(hosts) <= LOOPBACK, f"contacted {set(hosts) - LOOPBACK}"
+# Every test here: anything but the loopback is refused and fails the test.
+pytestmark = pytest.mark.usefixtures("network_guard")
 
 
 @pytest.fixture

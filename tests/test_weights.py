@@ -22,7 +22,6 @@ MLP = dict(depth=2)
 MLP_SHAPE = (4, 4, 1)  # 16 inputs, flattened: a tiny GResNet MLP
 CONV = dict(n=1)
 CONV_SHAPE = (8, 8, 3)
-LOOPBACK = {"127.0.0.1", "localhost"}
 
 
 def _randomized(model, seed):
@@ -83,30 +82,8 @@ def _entry(name, path, **overrides):
     return entry
 
 
-@pytest.fixture(autouse=True)
-def network_guard(monkeypatch):
-    """Record every host contacted; anything but the loopback is refused and
-    fails the test."""
-    hosts = []
-    real_connect, real_getaddrinfo = socket.socket.connect, socket.getaddrinfo
-
-    def connect(sock, address):
-        if isinstance(address, tuple):
-            hosts.append(address[0])
-            if address[0] not in LOOPBACK:
-                raise OSError(f"test: network access to {address[0]} refused")
-        return real_connect(sock, address)
-
-    def getaddrinfo(host, *args, **kwargs):
-        hosts.append(host)
-        if host not in LOOPBACK:
-            raise OSError(f"test: name lookup of {host} refused")
-        return real_getaddrinfo(host, *args, **kwargs)
-
-    monkeypatch.setattr(socket.socket, "connect", connect)
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    yield hosts
-    assert set(hosts) <= LOOPBACK, f"contacted {set(hosts) - LOOPBACK}"
+# Every test here: anything but the loopback is refused and fails the test.
+pytestmark = pytest.mark.usefixtures("network_guard")
 
 
 @pytest.fixture
