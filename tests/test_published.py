@@ -55,14 +55,16 @@ def test_sets():
 
 
 SMALL = [e for e in PUBLISHED if e["builder_kwargs"].get("depth", 99) <= 10]
+# The d <= 10 nets in every run; the deeper ones with `pytest -m slow`.
+EVERY = [e if e in SMALL else pytest.param(e, marks=pytest.mark.slow) for e in PUBLISHED]
 
 
-@pytest.mark.parametrize("entry", SMALL, ids=lambda e: e["name"])
+@pytest.mark.parametrize("entry", EVERY, ids=lambda e: e["name"] if isinstance(e, dict) else None)
 def test_loading_gives_the_recorded_test_error(entry, test_sets, monkeypatch, tmp_path):
+    images, labels = test_sets(entry["dataset"])  # before KERAS_HOME hides ~/.keras's MNIST
     monkeypatch.setenv("KERAS_HOME", str(tmp_path))  # no cache: the shipped file
     monkeypatch.setenv(weights.URL_ENV, "http://127.0.0.1:9/never-contacted/")
     model = zoo.get_model(entry["builder"], **entry["builder_kwargs"], weights=entry["name"])
-    images, labels = test_sets(entry["dataset"])
     preprocessing = data.Preprocessing.from_config(entry["preprocessing"])
     test = data.make_dataset(images, labels, batch_size=1000, preprocessing=preprocessing)
     predicted = np.concatenate([np.argmax(keras.ops.convert_to_numpy(model(x)), axis=-1)
