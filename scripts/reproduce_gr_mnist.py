@@ -116,7 +116,9 @@ def write_table(args, rows):
         f"Command:",
         "",
         "```",
-        "python scripts/reproduce_gr_mnist.py " + " ".join(sys.argv[1:]),
+        # The command that trains them (--no-train only collects).
+        " ".join(["python scripts/reproduce_gr_mnist.py",
+                  *(a for a in sys.argv[1:] if a != "--no-train")]).strip(),
         "```",
         "",
         "| d | plain | ResNet | GResNet | gated plain | mean k (GResNet) | GR plain | GR ResNet | GR GResNet | GR mean k |",
@@ -142,16 +144,19 @@ def write_plots(args, rows):
         plots.plot_mean_k_vs_depth(depths, mean_ks, out / "mean_k_vs_depth.png",
                                    reference=reference)
     runs = {}
+    finished = {(r["kind"], r["depth"]) for r in rows if r["seed"] == 0}
     for depth in args.depths:
-        runs[depth] = {
+        curves = {
             LABELS[kind]: plots.read_history(run_folder(out, kind, depth, 0) / "history.csv")
-            for kind in args.kinds
-            if (run_folder(out, kind, depth, 0) / "history.csv").exists()
+            for kind in args.kinds if (kind, depth) in finished
         }
-    plots.plot_training_curves_grid(runs, out / "training_curves.png")
-    deepest = max(args.depths)
+        if curves:  # depths with no finished run yet are left out
+            runs[depth] = curves
+    if runs:
+        plots.plot_training_curves_grid(runs, out / "training_curves.png")
+    deepest = max(d for _, d in finished) if finished else max(args.depths)
     gates_csv = run_folder(out, "gresnet", deepest, 0) / "gates.csv"
-    if gates_csv.exists():
+    if ("gresnet", deepest) in finished:
         last = [g for g in plots.read_gates(gates_csv)]
         final_epoch = max(g["epoch"] for g in last)
         final = [g for g in last if g["epoch"] == final_epoch]
