@@ -66,22 +66,26 @@ def pid_alive(pid):
     return True
 
 
-def remove_stale_temporaries(folder):
+def remove_stale_temporaries(folder, owned=lambda name: True):
     """Remove the temporaries :func:`atomic_path` left in ``folder`` when its
-    process was killed (a pid that no longer runs); a live process's are
-    left alone, and so is every other file. Returns the removed paths."""
+    process was killed (a pid that no longer runs) and whose final name
+    ``owned(name)`` accepts; a live process's are left alone, and so is every
+    other file. Returns the removed paths."""
     removed = []
     folder = Path(folder)
     if not folder.is_dir():
         return removed
     for path in folder.iterdir():
         match = _TEMPORARY.match(path.name)
-        if match and path.is_file() and not pid_alive(int(match["pid"])):
+        if match and path.is_file() and owned(temporary_target(path.name)) \
+                and not pid_alive(int(match["pid"])):
             path.unlink(missing_ok=True)
             removed.append(path)
     return removed
 
 
-def is_temporary(name):
-    """Whether ``name`` is an :func:`atomic_path` temporary."""
-    return _TEMPORARY.match(name) is not None
+def temporary_target(name):
+    """The final name an :func:`atomic_path` temporary ``name`` stands for
+    (``.model.tmp12.keras`` -> ``model.keras``), or ``None``."""
+    match = _TEMPORARY.match(name)
+    return None if match is None else match["stem"] + (match["suffixes"] or "")

@@ -38,7 +38,7 @@ import tensorflow as tf
 from keras_gresnet import data, distributed, plots, recipes, zoo
 from keras_gresnet._checks import check_choice, check_int, check_rate
 from keras_gresnet._io import (
-    atomic_path, is_temporary, remove_stale_temporaries, write_csv, write_json,
+    atomic_path, remove_stale_temporaries, temporary_target, write_csv, write_json,
 )
 from keras_gresnet.layers import gate_layers
 
@@ -391,13 +391,18 @@ def _read_config(path):
     return config
 
 
+def _is_run_name(name):
+    """Whether a file named ``name`` in a run folder is one this package writes
+    (a temporary of one of them included)."""
+    name = temporary_target(name) or name
+    return name in RUN_FILES or bool(_CHECKPOINT.match(name)) or bool(_PRUNED.match(name))
+
+
 def _is_run_file(path):
     """Whether ``path`` (in a run folder) is one this package writes."""
-    name = path.name
     if path.is_dir():
-        return name == BACKUP and all(_is_run_file(p) for p in path.iterdir())
-    return (name in RUN_FILES or bool(_CHECKPOINT.match(name)) or bool(_PRUNED.match(name))
-            or is_temporary(name))
+        return path.name == BACKUP and all(_is_run_file(p) for p in path.iterdir())
+    return _is_run_name(path.name)
 
 
 def _check_run_folder(out, config, overwrite):
@@ -464,7 +469,7 @@ def _remove_backup(out):
     if not folder.is_dir():
         return
     for path in folder.iterdir():
-        if path.is_file() and (_CHECKPOINT.match(path.name) or is_temporary(path.name)):
+        if path.is_file() and _CHECKPOINT.match(temporary_target(path.name) or path.name):
             path.unlink(missing_ok=True)
     try:
         folder.rmdir()
@@ -598,7 +603,7 @@ def train(model, *, out=None, overwrite=False, verbose="auto", workers=None,
             _remove_run_files(out)
         out.mkdir(parents=True, exist_ok=True)
         for folder in (out, out / BACKUP):  # left by a killed process of ours
-            remove_stale_temporaries(folder)
+            remove_stale_temporaries(folder, owned=_is_run_name)
         if not resumed:
             write_json(out / "config.json", config)
     start = time.perf_counter()

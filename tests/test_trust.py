@@ -118,11 +118,12 @@ def test_stale_temporaries_of_a_killed_run_are_removed_live_ones_kept(tmp_path):
     stale = out / f".model.tmp{dead}.keras"
     live = out / f".model.tmp{os.getppid()}.keras"
     mine = out / ".model.tmpnotes.keras"
-    for path in (stale, live, mine):
+    also_mine = out / f".notes.tmp{dead}.txt"  # a temporary's shape, but not of a run file
+    for path in (stale, live, mine, also_mine):
         path.write_bytes(b"partial")
     assert train(out) == 0
-    assert not stale.exists() and live.exists() and mine.exists()
-    assert _io.remove_stale_temporaries(out) == []  # the live one stays
+    assert not stale.exists() and live.exists() and mine.exists() and also_mine.exists()
+    assert _io.remove_stale_temporaries(out, owned=lambda name: name == "model.keras") == []
 
 
 # ----------------------------------------------------------------- bad input
