@@ -19,6 +19,7 @@ import argparse
 import ast
 import contextlib
 import dataclasses
+import errno
 import json
 import math
 import os
@@ -414,11 +415,11 @@ def _import_tensorflow_quietly():
 # Commands that need Keras (and so its backend); the others only read JSON.
 _NEEDS_KERAS = ("train", "evaluate", "gates", "prune")
 # Errors of the environment, not of the program: one line, exit 2.
-_ENVIRONMENT_ERRNOS = frozenset({
-    getattr(__import__("errno"), name) for name in
+_ENVIRONMENT_ERRNOS = frozenset(
+    getattr(errno, name) for name in
     ("ENOSPC", "EACCES", "EROFS", "EPERM", "ENOTDIR", "EISDIR", "EEXIST", "ENOENT", "EDQUOT")
-    if hasattr(__import__("errno"), name)
-})
+    if hasattr(errno, name)
+)
 
 
 def _raised_here(error):

@@ -25,6 +25,7 @@ The zoo builders call into this module; it reaches the builders through
 
 import fnmatch
 import hashlib
+import http.client
 import inspect
 import json
 import logging
@@ -33,6 +34,11 @@ import numbers
 import os
 import re
 import shutil
+import signal
+import sys
+import threading
+import urllib.error
+import urllib.request
 import warnings
 from pathlib import Path
 
@@ -392,9 +398,6 @@ class _on_sigterm_raise:
     ignored; other threads cannot set handlers and are left as they are."""
 
     def __enter__(self):
-        import signal
-        import threading
-
         self.previous = None
         if threading.current_thread() is not threading.main_thread():
             return self
@@ -413,8 +416,6 @@ class _on_sigterm_raise:
         raise _Terminated(signum, frame)
 
     def __exit__(self, kind, error, traceback):
-        import signal
-
         if self.previous is not None:
             signal.signal(signal.SIGTERM, self.previous)
         if kind is _Terminated:
@@ -431,8 +432,6 @@ class _Progress:
     (nothing when piped or logged; nothing ever on stdout)."""
 
     def __init__(self, file, total):
-        import sys
-
         self.stream, self.file, self.total, self.shown = sys.stderr, file, total, None
         try:
             self.on = bool(self.stream is not None and self.stream.isatty())
@@ -467,8 +466,6 @@ class _WriteError(Exception):
 def _stream(origin, out, timeout, file):
     """GET ``origin`` into the open file ``out``, ``_CHUNK`` bytes at a time,
     hashed on the way: ``(sha256, size, declared length or None)``."""
-    import urllib.request
-
     digest, size = hashlib.sha256(), 0
     with urllib.request.urlopen(origin, timeout=timeout) as response:
         length = response.headers.get("Content-Length", "").strip()
@@ -493,8 +490,6 @@ def _stream(origin, out, timeout, file):
 
 def _reason(error, timeout):
     """One line on why a download failed."""
-    import urllib.error
-
     cause = error.reason if isinstance(error, urllib.error.URLError) and not isinstance(
         error, urllib.error.HTTPError) else error
     if isinstance(cause, TimeoutError):
@@ -508,8 +503,6 @@ def _download(entry, folder):
     and moved over the cached file (``os.replace``, atomic) only once its
     sha256 is right. A failed, timed-out or interrupted (SIGTERM) download
     leaves nothing in the cache; temporaries of killed downloads are removed."""
-    import http.client
-
     file, sha256 = entry["file"], entry["sha256"]
     origin = base_url() + file
     by_hand = (
