@@ -9,13 +9,21 @@ import importlib
 __version__ = "0.1.0"
 
 _SUBMODULES = (
-    "analysis", "cli", "convert", "data", "finetune", "layers", "plots", "recipes",
-    "training", "weights", "zoo",
+    "analysis", "cli", "convert", "data", "files", "finetune", "layers", "optimizers",
+    "plots", "training", "weights", "zoo",
 )
+# Modules that moved into a package keep their old attribute names:
+# ``from keras_gresnet import recipes`` still works.
+_MOVED = {
+    "recipes": "keras_gresnet.training.recipes",
+    "distributed": "keras_gresnet.training.multiworker",
+}
 __all__ = [*_SUBMODULES, "__version__"]
 
 
 def __getattr__(name):
     if name in _SUBMODULES:
         return importlib.import_module(f"keras_gresnet.{name}")
+    if name in _MOVED:
+        return importlib.import_module(_MOVED[name])
     raise AttributeError(f"module 'keras_gresnet' has no attribute {name!r}")

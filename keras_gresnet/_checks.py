@@ -1,11 +1,29 @@
-"""Argument checks shared by every module: each raises ``ValueError`` naming
-the argument and what would be accepted."""
+"""Argument checks shared by every module: each raises a one-line ``ValueError``
+naming the argument and what would be accepted.
 
+Two message styles: ``{argument} must be ..., got {value!r}`` for a function's
+arguments, and ``{argument}={value!r}: expected ...`` (:func:`fail`) for the
+fields of a record such as a training recipe.
+"""
+
+import math
 import numbers
+import os
 
 # data.Preprocessing's methods (here, so that reading the weights registry
 # imports no TensorFlow).
 PREPROCESSINGS = ("scale", "mean", "meanstd")
+# Counts (epochs, steps, batch size) far past any run, but within what
+# TensorFlow's int64 step counters and tf.data ranges take.
+MAX_COUNT = 2**31 - 1
+
+
+def is_real(value):
+    """Whether ``value`` is a plain ``int`` or ``float`` (not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# -- "{argument} must be ..., got {value!r}" ---------------------------------
 
 
 def check_choice(value, argument, choices):
@@ -32,3 +50,84 @@ def check_rate(value, argument):
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < 1:
         raise ValueError(f"{argument} must be a number in [0, 1), got {value!r}")
     return float(value)
+
+
+def check_positive(value, argument):
+    """``value`` must be a number (not a bool) ``> 0``; returns a float."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
+        raise ValueError(f"{argument} must be a number > 0, got {value!r}")
+    return float(value)
+
+
+def check_optional_text(value, argument):
+    """``value`` must be a string or ``None``."""
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{argument} must be a string or None, got {value!r}")
+    return value
+
+
+def check_mapping(value, argument):
+    """``value`` must be a non-empty dict."""
+    if not isinstance(value, dict) or not value:
+        raise ValueError(f"{argument} must be a non-empty dict, got {value!r}")
+    return value
+
+
+def check_png_path(path, argument="path"):
+    """``path`` must name a ``.png`` file in an existing folder; returns it as a string."""
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path).lower().endswith(".png"):
+        raise ValueError(f"{argument} must be a .png file path, got {path!r}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ValueError(f"{argument} {os.fspath(path)!r}: folder {folder} does not exist")
+    return os.fspath(path)
+
+
+def check_series(x, y, argument, x_name="x", y_name="y"):
+    """``x`` and ``y`` must be equally long, non-empty sequences of numbers;
+    returns them as float lists."""
+    try:
+        x, y = [float(v) for v in x], [float(v) for v in y]
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{argument}: {x_name} and {y_name} must be sequences of numbers"
+        ) from None
+    if not x or len(x) != len(y):
+        raise ValueError(
+            f"{argument}: {x_name} and {y_name} must be non-empty and equally long, "
+            f"got {len(x)} and {len(y)}"
+        )
+    return x, y
+
+
+# -- "{argument}={value!r}: expected ..." ------------------------------------
+
+
+def fail(argument, value, expected):
+    """Raise ``ValueError("{argument}={value!r}: expected {expected}")``."""
+    raise ValueError(f"{argument}={value!r}: expected {expected}")
+
+
+def check_listed(value, argument, choices):
+    """``value`` must be one of ``choices``."""
+    if value not in choices:
+        fail(argument, value, f"one of {', '.join(map(repr, choices))}")
+    return value
+
+
+def check_number(value, argument, low=None, high=None):
+    """``value`` must be a finite ``int`` or ``float``, ``> low`` (``>= 0``
+    when ``low`` is ``None``) and ``< high`` where given."""
+    if not is_real(value) or not math.isfinite(value):
+        fail(argument, value, "a number (finite)")
+    if (value <= low if low is not None else value < 0) or (high is not None and value >= high):
+        lower = f"> {low}" if low is not None else ">= 0"
+        fail(argument, value, f"a number {lower}" + (f" and < {high}" if high is not None else ""))
+    return value
+
+
+def check_count(value, argument, minimum):
+    """``value`` must be an ``int`` (not a bool) in ``[minimum, MAX_COUNT]``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= MAX_COUNT:
+        fail(argument, value, f"an integer >= {minimum} (and <= {MAX_COUNT})")
+    return value

@@ -20,6 +20,7 @@ import ast
 import contextlib
 import dataclasses
 import errno
+import inspect
 import json
 import math
 import os
@@ -65,12 +66,12 @@ def cmd_list(args):
             seconds = time.perf_counter() - start
             s = zoo.summarize(model)
             arguments = ", ".join(f"{k}={v!r}" for k, v in config.items())
-            rows.append((name, arguments, model.name, s["depth"], s["gates"],
+            rows.append((name, arguments, s["depth"], s["gates"],
                          f"{s['params'] / 1e6:.3f}M", f"{seconds:.1f}s"))
             print(f"built {name}({arguments})", file=sys.stderr, flush=True)
             del model
-    _print_table(rows, ("builder", "arguments", "model", "layers", "gates",
-                        "params", "build"), text_columns=3)
+    _print_table(rows, ("builder", "arguments", "layers", "gates", "params", "build"),
+                 text_columns=2)
 
 
 def _finite(value):
@@ -124,22 +125,63 @@ def parse_extra(tokens):
     return options
 
 
-def split_options(options):
-    """``(recipe overrides, builder arguments)`` of the free options."""
-    from keras_gresnet.recipes import Recipe
+# Prefixes that say where a free option goes when its name is both a recipe
+# field and a builder argument (``dropout``, ``bn_momentum``).
+MODEL_PREFIX, RECIPE_PREFIX = "model.", "recipe."
+
+
+def split_options(options, builder=None):
+    """``(recipe overrides, builder arguments)`` of the free options.
+
+    ``--model.NAME`` always goes to the builder and ``--recipe.NAME`` to the
+    recipe. A bare ``--NAME`` goes to the recipe when it is a recipe field,
+    else to the builder; when ``builder`` (a zoo builder function) also takes
+    it, the option is ambiguous and refused, naming both spellings."""
+    from keras_gresnet.training.recipes import Recipe
 
     fields = {f.name for f in dataclasses.fields(Recipe)} - {"name", "citation"}
-    if "lr" in options:
-        options["learning_rate"] = options.pop("lr")
-    overrides = {k: v for k, v in options.items() if k in fields}
-    builder_kwargs = {k: v for k, v in options.items() if k not in fields}
+    accepted = set(inspect.signature(builder).parameters) if builder is not None else set()
+    overrides, builder_kwargs = {}, {}
+    for key, value in options.items():
+        if key.startswith(MODEL_PREFIX):
+            builder_kwargs[key[len(MODEL_PREFIX):]] = value
+            continue
+        if key.startswith(RECIPE_PREFIX):
+            key = key[len(RECIPE_PREFIX):]
+            if key == "lr":
+                key = "learning_rate"
+            if key not in fields:
+                raise ValueError(f"--{RECIPE_PREFIX}{key}: not a recipe field; accepted: "
+                                 f"{', '.join(sorted(fields))}")
+            overrides[key] = value
+            continue
+        if key == "lr":
+            key = "learning_rate"
+        if key in fields and key in accepted:
+            name = key.replace("_", "-")
+            raise ValueError(
+                f"--{name} is both a recipe field and an argument of {builder.__name__}: "
+                f"write --{MODEL_PREFIX}{name} for the model or --{RECIPE_PREFIX}{name} for "
+                f"the recipe")
+        (overrides if key in fields else builder_kwargs)[key] = value
     return overrides, builder_kwargs
 
 
-def cmd_train(args, extra):
-    from keras_gresnet import training
+def train_command(config):
+    """The ``keras-gresnet train`` command line that reproduces a run's
+    config (model, its arguments, dataset, epochs, seed)."""
+    words = ["keras-gresnet", "train", config["model"]]
+    for key, value in config["model_kwargs"].items():
+        words += [f"--{key.replace('_', '-')}", str(value)]
+    words += ["--dataset", config["dataset"], "--epochs", str(config["recipe"]["epochs"]),
+              "--seed", str(config["seed"])]
+    return " ".join(words)
 
-    overrides, builder_kwargs = split_options(parse_extra(extra))
+
+def cmd_train(args, extra):
+    from keras_gresnet import training, zoo
+
+    overrides, builder_kwargs = split_options(parse_extra(extra), zoo.model_builder(args.model))
     run = training.train(
         args.model,
         out=args.out,
@@ -199,7 +241,7 @@ def cmd_gates(args, extra):
 def cmd_prune(args, extra):
     from pathlib import Path
 
-    from keras_gresnet import _io, analysis, training
+    from keras_gresnet import files, analysis, training
 
     if extra:
         raise ValueError(f"unexpected arguments {extra}")
@@ -239,7 +281,7 @@ def cmd_prune(args, extra):
         test, _, _ = training.test_data(config, dataset=args.dataset, data_dir=args.data_dir)
         for label, m in (("before", model), ("after", pruned)):
             print(f"test accuracy {label}: {100 * analysis.accuracy(m, test):.2f}%")
-    with _io.atomic_path(out) as tmp:
+    with files.atomic_path(out) as tmp:
         pruned.save(tmp)
     print(f"saved {out}")
 
@@ -259,11 +301,11 @@ def cmd_weights(args, extra):
     if args.action == "list":
         entries = weights.list_weights(args.pattern)
         if not entries and not weights.list_weights():
-            print(f"no published weights yet (registry: {weights.REGISTRY_FILE})")
+            print(f"no published weights yet (registry: {weights.registry.REGISTRY_FILE})")
             return
         if not entries:
             raise ValueError(f"no published weights match pattern={args.pattern!r} "
-                             f"(registry: {weights.REGISTRY_FILE})")
+                             f"(registry: {weights.registry.REGISTRY_FILE})")
         rows = [(e["name"], e["builder"],
                  ", ".join(f"{k}={v!r}" for k, v in sorted(e["builder_kwargs"].items())),
                  e["dataset"],
@@ -278,7 +320,7 @@ def cmd_weights(args, extra):
             weights.get_weights(args.name)  # an unknown name is an error, not "no match"
         report = weights.verify_cache(args.name or "*", cache_dir=args.cache_dir)
         if not report:
-            print(f"no published weights (registry: {weights.REGISTRY_FILE})")
+            print(f"no published weights (registry: {weights.registry.REGISTRY_FILE})")
             return
         _print_table([(name, status, "" if path is None else str(path))
                       for name, path, status in report], ("name", "status", "file"),
@@ -318,7 +360,9 @@ def build_parser():
         help="train a zoo model with its paper's recipe",
         description="Train MODEL (any `keras-gresnet list` name). Other --options are "
         "recipe fields (--epochs, --batch-size, --lr, --weight-decay, --k-decay, ...) "
-        "or builder arguments (--depth 20, --n 5, --unit original, ...).",
+        "or builder arguments (--depth 20, --n 5, --unit original, ...). A name that is "
+        "both (--dropout, --bn-momentum, when the builder takes it) must say which: "
+        "--model.dropout 0.3 or --recipe.dropout 0.3.",
     )
     p.add_argument("model")
     p.add_argument("--dataset", help="mnist, fashion_mnist, cifar10, cifar100 (default: the paper's)")

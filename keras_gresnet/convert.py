@@ -22,7 +22,7 @@ import keras
 
 from keras_gresnet import zoo
 from keras_gresnet.layers import ResidualGate
-from keras_gresnet.zoo._resnet import IMAGENET_STAGES
+from keras_gresnet.zoo.resnets import IMAGENET_STAGES
 
 # Keras Applications' pre-activation ResNets and their HE depth.
 KERAS_RESNET_V2 = {"ResNet50V2": 50, "ResNet101V2": 101, "ResNet152V2": 152}
@@ -87,19 +87,9 @@ def _architecture(model):
     return arch
 
 
-def from_keras_applications(
-    keras_model_or_name,
-    *,
-    gated=True,
-    include_top=True,
-    weights=None,
-    input_tensor=None,
-    input_shape=None,
-    pooling=None,
-    classes=1000,
-    classifier_activation="softmax",
-    name=None,
-):
+def from_keras_applications(keras_model_or_name, *, gated=True, include_top=True, weights=None,
+                            input_tensor=None, input_shape=None, pooling=None, classes=1000,
+                            classifier_activation="softmax", name=None):
     """The zoo's twin of a Keras Applications ResNetV2, every weight copied.
 
     Returns ``zoo.resnet_imagenet(depth, layout="keras", gated=gated, ...)``
@@ -147,8 +137,10 @@ def from_keras_applications(
     arch = _architecture(source)
     if input_tensor is not None:  # the twin takes the same tensor (a name only)
         arch.update(input_tensor=input_tensor, input_shape=input_shape)
-    target = zoo.resnet_imagenet(arch.pop("depth"), layout="keras", gated=gated, name=name,
-                                 **arch)
+    depth = arch.pop("depth")
+    # Keras' own model name, e.g. resnet50v2 (gresnet50v2 with the gates).
+    name = name or f"{'g' if gated else ''}resnet{depth}v2"
+    target = zoo.resnet_imagenet(depth, layout="keras", gated=gated, name=name, **arch)
 
     copied = set(zoo.transfer_weights(source, target))
     left = [layer.name for layer in source.layers if layer.weights and layer.name not in copied]
@@ -167,25 +159,41 @@ def from_keras_applications(
     return target
 
 
-def _pretrained(application):
-    depth = KERAS_RESNET_V2[application]
+def gresnet50v2(*, gated=True, include_top=True, weights="imagenet", input_tensor=None,
+                input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
+                name=None):
+    """GResNet-50 from ``keras.applications.ResNet50V2``, with its ImageNet
+    weights by default (all ``k = 1``: the same function).
 
-    def builder(*, weights="imagenet", gated=True, **kwargs):
-        return from_keras_applications(application, weights=weights, gated=gated, **kwargs)
-
-    builder.__name__ = builder.__qualname__ = f"gresnet{depth}v2"
-    builder.__doc__ = (
-        f"GResNet-{depth} from ``keras.applications.{application}``, with its "
-        f"ImageNet weights by default (all ``k = 1``: the same function).\n\n"
-        f"Arguments as :func:`from_keras_applications`; inputs go through "
-        f":data:`preprocess_input`."
-    )
-    return builder
+    Arguments as :func:`from_keras_applications`; inputs go through
+    :data:`preprocess_input`.
+    """
+    return from_keras_applications("ResNet50V2", **locals())
 
 
-gresnet50v2 = _pretrained("ResNet50V2")
-gresnet101v2 = _pretrained("ResNet101V2")
-gresnet152v2 = _pretrained("ResNet152V2")
+def gresnet101v2(*, gated=True, include_top=True, weights="imagenet", input_tensor=None,
+                 input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
+                 name=None):
+    """GResNet-101 from ``keras.applications.ResNet101V2``, with its ImageNet
+    weights by default (all ``k = 1``: the same function).
+
+    Arguments as :func:`from_keras_applications`; inputs go through
+    :data:`preprocess_input`.
+    """
+    return from_keras_applications("ResNet101V2", **locals())
+
+
+def gresnet152v2(*, gated=True, include_top=True, weights="imagenet", input_tensor=None,
+                 input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
+                 name=None):
+    """GResNet-152 from ``keras.applications.ResNet152V2``, with its ImageNet
+    weights by default (all ``k = 1``: the same function).
+
+    Arguments as :func:`from_keras_applications`; inputs go through
+    :data:`preprocess_input`.
+    """
+    return from_keras_applications("ResNet152V2", **locals())
+
 
 __all__ = [
     "KERAS_RESNET_V2",

@@ -20,9 +20,7 @@ has no other per-layer switch to inference mode, so in phase 2 the BN layers
 stay frozen, their scale and offset too (as keras.io's EfficientNet
 fine-tuning example leaves them). Unfrozen, they would replace the pretrained
 statistics with those of the small fine-tuning batches, which are noisy and
-which the already trained layers were not fitted to: on the few-shot
-Fashion-MNIST task of ``scripts/finetune_example.py`` that costs 4-11 points
-of test accuracy (depth 4 and 10, 3 seeds each).
+which the already trained layers were not fitted to.
 
 The model comes back with its BatchNormalization layers frozen. To train
 them again, set ``layer.trainable = True`` on each layer and recompile
@@ -30,7 +28,6 @@ them again, set ``layer.trainable = True`` on each layer and recompile
 while the model's own flag is already ``True``).
 """
 
-import numbers
 import os
 from pathlib import Path
 
@@ -38,9 +35,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_gresnet import training, weights, zoo
-from keras_gresnet._checks import check_choice, check_int
+from keras_gresnet import zoo
+from keras_gresnet._checks import check_choice, check_int, check_positive
 from keras_gresnet.layers import all_layers
+from keras_gresnet.training.runs import load_run
 
 HEAD = "predictions"  # the classifier's name in every zoo model (Keras Applications)
 VERBOSITIES = ("auto", 0, 1, 2)
@@ -49,7 +47,7 @@ VERBOSITIES = ("auto", 0, 1, 2)
 def load_pretrained(source):
     """The model behind ``source``: a ``keras.Model`` as it is, a run folder
     or ``.keras`` file (:func:`keras_gresnet.training.load_run`), a preset
-    folder or a published weights name (:func:`keras_gresnet.weights.from_preset`)."""
+    folder or a published weights name (:func:`keras_gresnet.zoo.from_preset`)."""
     if isinstance(source, keras.Model):
         return source
     if not isinstance(source, (str, os.PathLike)):
@@ -65,8 +63,8 @@ def load_pretrained(source):
         )
     try:
         if path.suffix == ".keras" or (path / "model.keras").is_file():
-            return training.load_run(path)[0]
-        return weights.from_preset(source)
+            return load_run(path)[0]
+        return zoo.from_preset(source)
     except ValueError as error:
         raise ValueError(f"model={str(source)!r}: {error}") from None
 
@@ -130,12 +128,6 @@ def unfreeze_body(model):
     for layer in all_layers(model):
         layer.trainable = not isinstance(layer, keras.layers.BatchNormalization)
     return model
-
-
-def _check_lr(value, argument):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
-        raise ValueError(f"{argument} must be a number > 0, got {value!r}")
-    return float(value)
 
 
 def _optimizer_class(name):
@@ -219,8 +211,8 @@ def finetune(
     classes = check_int(classes, "classes", 1)
     head_epochs = check_int(head_epochs, "head_epochs", 0)
     full_epochs = check_int(full_epochs, "full_epochs", 0)
-    head_lr = _check_lr(head_lr, "head_lr")
-    full_lr = _check_lr(full_lr, "full_lr")
+    head_lr = check_positive(head_lr, "head_lr")
+    full_lr = check_positive(full_lr, "full_lr")
     optimizer_class = _optimizer_class(optimizer)
     batch_size = check_int(batch_size, "batch_size", 1)
     check_choice(verbose, "verbose", VERBOSITIES)

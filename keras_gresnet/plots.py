@@ -1,25 +1,20 @@
-"""Plots of a run's CSV logs and of GR's analyses, as PNG files.
-
-A run folder holds ``history.csv`` (Keras ``CSVLogger``: ``epoch, accuracy,
-loss, val_*, test_*, ...``) and ``gates.csv`` (``epoch, index, block, k, g``,
-one row per epoch and gate; epoch -1 = before training). The readers here
-parse them; each ``plot_*`` function mirrors one of GR's figures or tables.
+"""Figures of training runs and of GR's analyses, as PNG files: each
+``plot_*`` function takes the data (lists and dicts of numbers), draws one of
+GR's figures or tables, and writes it.
 
 Figures are drawn with matplotlib's Agg canvas (no display, no pyplot state)
 and written atomically: rendered to a temporary file next to ``path``, then
 moved over it, so an interrupted call never leaves a half-written PNG.
 
-Example::
+Example (a run folder's logs, read with :mod:`keras_gresnet.training`)::
 
-    from keras_gresnet import plots
-    plots.plot_history("run/history.csv", "run/history.png")
-    plots.plot_gates_over_epochs("run/gates.csv", "run/gates.png")
+    from keras_gresnet import plots, training
+    plots.plot_history(training.read_history("run"), "run/history.png")
+    plots.plot_gates_over_epochs(training.read_gates("run"), "run/gates.png")
 """
 
-import csv
 import math
 import numbers
-import os
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.cm import ScalarMappable
@@ -28,11 +23,12 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from keras_gresnet._io import atomic_path
+from keras_gresnet._checks import (
+    check_mapping, check_optional_text, check_png_path, check_series,
+)
+from keras_gresnet.files import atomic_path
 
-HISTORY_COLUMNS = ("epoch", "loss", "accuracy")
-GATES_COLUMNS = ("epoch", "index", "block", "k", "g")
-# history.csv prefixes, in plotting order: training, validation, test.
+# History series prefixes, in plotting order: training, validation, test.
 SPLITS = {"": "train", "val_": "validation", "test_": "test"}
 # Up to this many blocks get a legend entry each; more get a colorbar.
 _MAX_LEGEND = 10
@@ -40,122 +36,13 @@ _DPI = 100
 
 
 # --------------------------------------------------------------------------
-# CSV readers.
-
-
-def _read_csv(path, required):
-    """``(columns, rows)`` of ``path``, rows as dicts of strings, after
-    checking its header holds every ``required`` column."""
-    if not isinstance(path, (str, os.PathLike)):
-        raise ValueError(f"path must be a file path, got {path!r}")
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        columns = reader.fieldnames or []
-        missing = [c for c in required if c not in columns]
-        if missing:
-            raise ValueError(
-                f"{os.fspath(path)}: missing column(s) {', '.join(missing)} "
-                f"(header: {','.join(columns) or 'empty'})"
-            )
-        return columns, list(reader)
-
-
-def _number(text, cast, path, line, column):
-    # CSVLogger writes "NA" for a value missing at some epoch.
-    if cast is float and text in ("", "NA", "nan"):
-        return math.nan
-    try:
-        return cast(text)
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"{os.fspath(path)}, line {line}: column {column} is {text!r}, not a number"
-        ) from None
-
-
-def read_history(path):
-    """``history.csv`` (Keras ``CSVLogger``) as ``{column: [values per epoch]}``.
-
-    Every column is read as numbers (``epoch`` as int, the others as float;
-    ``NA`` or empty as NaN), whatever their order. ``epoch``, ``loss`` and
-    ``accuracy`` are required; ``val_*`` / ``test_*`` are optional.
-
-    Raises:
-        ValueError: a required column is missing (the message names the file
-            and the column) or a value is not a number.
-    """
-    columns, rows = _read_csv(path, HISTORY_COLUMNS)
-    return {
-        column: [
-            _number(row[column], int if column == "epoch" else float, path, line, column)
-            for line, row in enumerate(rows, start=2)
-        ]
-        for column in columns
-    }
-
-
-def read_gates(path):
-    """``gates.csv`` as a list of ``{"epoch", "index", "block", "k", "g"}``
-    dicts (``epoch``, ``index`` ints; ``k``, ``g`` floats).
-
-    Raises:
-        ValueError: a required column is missing (the message names the file
-            and the column) or a value is not a number.
-    """
-    casts = {"epoch": int, "index": int, "block": str, "k": float, "g": float}
-    return [
-        {c: _number(row[c], cast, path, line, c) for c, cast in casts.items()}
-        for line, row in enumerate(_read_csv(path, GATES_COLUMNS)[1], start=2)
-    ]
-
-
-# --------------------------------------------------------------------------
 # Argument checks (before any drawing).
 
 
-def _check_path(path):
-    """``path`` must name a ``.png`` file in an existing folder."""
-    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path).lower().endswith(".png"):
-        raise ValueError(f"path must be a .png file path, got {path!r}")
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise ValueError(f"path {os.fspath(path)!r}: folder {folder} does not exist")
-    return os.fspath(path)
-
-
-def _check_title(title, argument="title"):
-    if title is not None and not isinstance(title, str):
-        raise ValueError(f"{argument} must be a string or None, got {title!r}")
-    return title
-
-
-def _check_series(x, y, argument, x_name="x", y_name="y"):
-    """Two equally long, non-empty sequences of numbers, as float lists."""
-    try:
-        x, y = [float(v) for v in x], [float(v) for v in y]
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"{argument}: {x_name} and {y_name} must be sequences of numbers"
-        ) from None
-    if not x or len(x) != len(y):
-        raise ValueError(
-            f"{argument}: {x_name} and {y_name} must be non-empty and equally long, "
-            f"got {len(x)} and {len(y)}"
-        )
-    return x, y
-
-
-def _check_mapping(value, argument):
-    if not isinstance(value, dict) or not value:
-        raise ValueError(f"{argument} must be a non-empty dict, got {value!r}")
-    return value
-
-
 def _check_history(history, argument="history"):
-    """A history dict (or a path to ``history.csv``, read) whose series all
-    have one value per epoch; ``epoch`` defaults to ``0, 1, ...``."""
-    if isinstance(history, (str, os.PathLike)):
-        history = read_history(history)
-    _check_mapping(history, argument)
+    """A history dict whose series all have one value per epoch; ``epoch``
+    defaults to ``0, 1, ...``."""
+    check_mapping(history, argument)
     missing = [c for c in ("loss", "accuracy") if c not in history]
     if missing:
         raise ValueError(f"{argument} has no {', '.join(missing)} series")
@@ -166,7 +53,7 @@ def _check_history(history, argument="history"):
     else:
         raise ValueError(f"{argument}: loss must be a sequence of numbers")
     checked = {
-        column: _check_series(epochs, values, argument, "epoch", column)[1]
+        column: check_series(epochs, values, argument, "epoch", column)[1]
         for column, values in history.items()
     }
     checked["epoch"] = [float(e) for e in epochs]
@@ -218,15 +105,15 @@ def plot_history(history, path, title=None):
     ``val_`` / ``test_`` series present.
 
     Args:
-        history: ``{column: [value per epoch]}`` as :func:`read_history`
-            returns, or a path to ``history.csv``.
+        history: ``{column: [value per epoch]}``, e.g. a run's
+            (:func:`keras_gresnet.training.read_history`).
         path: the ``.png`` to write.
         title: figure title.
 
     Returns:
         ``path``.
     """
-    path, title = _check_path(path), _check_title(title)
+    path, title = check_png_path(path), check_optional_text(title, "title")
     history = _check_history(history)
     fig, (loss_ax, error_ax) = _figure(2, title)
     for prefix, split in SPLITS.items():
@@ -251,17 +138,15 @@ def plot_gates_over_epochs(gates, path, title=None):
     ``k``). Epoch -1, if present, is the value before training (GR: 1).
 
     Args:
-        gates: rows ``{"epoch", "index", "block", "k", ...}`` as
-            :func:`read_gates` returns, or a path to ``gates.csv``.
+        gates: rows ``{"epoch", "index", "block", "k", ...}``, e.g. a run's
+            (:func:`keras_gresnet.training.read_gates`).
         path: the ``.png`` to write.
         title: figure title.
 
     Returns:
         ``path``.
     """
-    path, title = _check_path(path), _check_title(title)
-    if isinstance(gates, (str, os.PathLike)):
-        gates = read_gates(gates)
+    path, title = check_png_path(path), check_optional_text(title, "title")
     if not isinstance(gates, (list, tuple)) or not gates:
         raise ValueError(f"gates must be a non-empty list of rows, got {gates!r}")
     series = {}  # index -> (block name, [(epoch, k)])
@@ -298,7 +183,7 @@ def plot_gates_over_epochs(gates, path, title=None):
 
 def plot_k_per_block(blocks, ks, path, title=None, highlight=None):
     """Final ``k`` of every block in network order, as bars (GR Figures 5 and
-    7: the WRN's lowest ``k`` are at its projection blocks 1, 5, 9).
+    7).
 
     Args:
         blocks: block names (or numbers), in network order.
@@ -311,10 +196,10 @@ def plot_k_per_block(blocks, ks, path, title=None, highlight=None):
     Returns:
         ``path``.
     """
-    path, title = _check_path(path), _check_title(title)
+    path, title = check_png_path(path), check_optional_text(title, "title")
     if isinstance(blocks, (str, bytes)) or not hasattr(blocks, "__len__"):
         raise ValueError(f"blocks must be a sequence of block names, got {blocks!r}")
-    _, ks = _check_series(range(len(blocks)), ks, "ks", "blocks", "ks")
+    _, ks = check_series(range(len(blocks)), ks, "ks", "blocks", "ks")
     highlight = [] if highlight is None else list(highlight)
     bad = [
         i for i in highlight
@@ -337,9 +222,8 @@ def plot_k_per_block(blocks, ks, path, title=None, highlight=None):
 
 
 def plot_mean_k_vs_depth(depths, mean_ks, path, labels=None, reference=None):
-    """Mean ``k`` of the gates vs network depth (GR Table 2: it falls from
-    5.58 at d=2 to 0.67 at d=100). The x axis is logarithmic when the depths
-    span a factor of 10 or more.
+    """Mean ``k`` of the gates vs network depth (GR Table 2). The x axis is
+    logarithmic when the depths span a factor of 10 or more.
 
     Args:
         depths: the depths (e.g. GR's middle-layer counts ``d``).
@@ -352,8 +236,8 @@ def plot_mean_k_vs_depth(depths, mean_ks, path, labels=None, reference=None):
     Returns:
         ``path``.
     """
-    path = _check_path(path)
-    depths, mean_ks = _check_series(depths, mean_ks, "mean_ks", "depths", "mean_ks")
+    path = check_png_path(path)
+    depths, mean_ks = check_series(depths, mean_ks, "mean_ks", "depths", "mean_ks")
     if labels is not None:
         labels = [str(label) for label in labels]
         if len(labels) != len(depths):
@@ -366,7 +250,7 @@ def plot_mean_k_vs_depth(depths, mean_ks, path, labels=None, reference=None):
     for label, series in (reference or {}).items():
         if not isinstance(series, (list, tuple)) or len(series) != 2:
             raise ValueError(f"reference {label!r} must be a (depths, mean_ks) pair")
-        references[label] = _check_series(*series, f"reference {label!r}", "depths", "mean_ks")
+        references[label] = check_series(*series, f"reference {label!r}", "depths", "mean_ks")
     fig, (ax,) = _figure(1)
     ax.plot(depths, mean_ks, marker="o", label="measured")
     for label, (x, y) in references.items():
@@ -397,13 +281,13 @@ def plot_pruning_curves(curves, path, title=None):
     Returns:
         ``path``.
     """
-    path, title = _check_path(path), _check_title(title)
-    _check_mapping(curves, "curves")
+    path, title = check_png_path(path), check_optional_text(title, "title")
+    check_mapping(curves, "curves")
     checked = {}
     for label, curve in curves.items():
         if not isinstance(curve, (list, tuple)) or len(curve) != 2:
             raise ValueError(f"curves[{label!r}] must be a (removed_counts, accuracies) pair")
-        checked[label] = _check_series(
+        checked[label] = check_series(
             *curve, f"curves[{label!r}]", "removed_counts", "accuracies"
         )
     fig, (ax,) = _figure(1, title)
@@ -420,18 +304,18 @@ def plot_training_curves_grid(runs, path):
 
     Args:
         runs: ``{depth: {model_label: history}}``, each history as
-            :func:`plot_history` takes it (a dict or a ``history.csv`` path)
-            with a ``test_accuracy`` or ``val_accuracy`` series.
+            :func:`plot_history` takes it, with a ``test_accuracy`` or
+            ``val_accuracy`` series.
         path: the ``.png`` to write.
 
     Returns:
         ``path``.
     """
-    path = _check_path(path)
-    _check_mapping(runs, "runs")
+    path = check_png_path(path)
+    check_mapping(runs, "runs")
     panels = {}
     for depth, models in runs.items():
-        _check_mapping(models, f"runs[{depth!r}]")
+        check_mapping(models, f"runs[{depth!r}]")
         panels[depth] = {}
         for label, history in models.items():
             argument = f"runs[{depth!r}][{label!r}]"

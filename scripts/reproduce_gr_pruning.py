@@ -21,7 +21,8 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from keras_gresnet import _io, analysis, plots, training  # noqa: E402
+from keras_gresnet import analysis, files, plots, training  # noqa: E402
+from reproduce_gr_mnist import run_folder  # noqa: E402  (this folder: the runs' layout)
 
 COLUMNS = ("model", "order", "seed", "removed", "accuracy")
 
@@ -57,8 +58,7 @@ def main(argv=None):
         if (kind, order, seed) in done:
             continue
         if kind not in models:
-            folder = results / "runs" / f"{kind}_mlp{args.depth}-seed{args.seed}"
-            model, config = training.load_run(folder)
+            model, config = training.load_run(run_folder(results, kind, args.depth, args.seed))
             test, _, _ = training.test_data(config)
             models[kind] = (model, test)
         model, test = models[kind]
@@ -68,7 +68,7 @@ def main(argv=None):
         curve = analysis.pruning_curve(model, test, order=order, seed=seed, counts=counts)
         rows += [dict(model=kind, order=order, seed=seed, removed=c, accuracy=a)
                  for c, a in zip(curve["removed"], curve["accuracy"])]
-        _io.write_csv(table, COLUMNS, [[r[c] for c in COLUMNS] for r in rows])
+        files.write_csv(table, COLUMNS, [[r[c] for c in COLUMNS] for r in rows])
 
     curves, summary = {}, []
     for label, kind, order in {(l, k, o) for l, k, o, _ in curves_to_run(args)}:
@@ -97,7 +97,7 @@ def main(argv=None):
     for label, full, half, at_half, total in sorted(summary):
         lines.append(f"| {label} | {100 * full:.2f}% | {half} of {total} | "
                      f"{100 * at_half:.2f}% | {100 * at_half / full:.1f}% |")
-    _io.write_text(results / "pruning.md", "\n".join(lines) + "\n")
+    files.write_text(results / "pruning.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

@@ -25,7 +25,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from keras_gresnet import data, distributed, training  # noqa: E402
+from keras_gresnet import data, training  # noqa: E402
+from keras_gresnet.training import multiworker  # noqa: E402
 
 # The run both workers train, and the single-process reference with the same
 # global batch (test_distributed.py imports these).
@@ -42,15 +43,15 @@ def main(workers, index, report_dir, overrides=None):
     run_args = {**RUN, **(overrides or {})}
     report = Path(report_dir) / f"worker{index}"
     report.mkdir(parents=True, exist_ok=True)
-    cluster = distributed.resolve_cluster(workers, index)
-    strategy = distributed.make_strategy(cluster)  # train() reuses it
+    cluster = training.resolve_cluster(workers, index)
+    strategy = training.make_strategy("multi_worker", cluster)  # train() reuses it
 
     # What this worker reads of the pipeline train() builds (after seeding).
     keras.utils.set_random_seed(RUN["seed"])
     pipe = data.pipeline(RUN["dataset"], batch_size=GLOBAL_BATCH,
                          seed=RUN["seed"], max_train_examples=RUN["max_train_examples"],
                          max_test_examples=RUN["max_test_examples"])
-    batches = iter(distributed.distribute(strategy, pipe.train_epochs(0, 1)))
+    batches = iter(multiworker.distribute(strategy, pipe.train_epochs(0, 1)))
     shards = {}
     for step in range(3):
         images, labels = (strategy.experimental_local_results(x)[0] for x in next(batches))

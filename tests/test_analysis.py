@@ -128,6 +128,7 @@ def trained_run(tmp_path_factory):
     return out
 
 
+@pytest.mark.integration
 def test_pruning_curve_on_a_trained_model(trained_run):
     """Bar: the curve starts at the model's own accuracy; closing one gate
     (g = 0) makes the greedy order remove that block first at no cost; no
@@ -152,6 +153,7 @@ def test_pruning_curve_on_a_trained_model(trained_run):
         analysis.pruning_curve(model, test, counts=[7])
 
 
+@pytest.mark.integration
 def test_cli_gates_and_prune(trained_run, capsys, tmp_path):
     assert cli.main(["gates", str(trained_run)]) == 0
     printed = capsys.readouterr().out

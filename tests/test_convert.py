@@ -42,6 +42,7 @@ def _weight_count(model, skip=()):
     return sum(len(layer.weights) for layer in model.layers if not isinstance(layer, skip))
 
 
+@pytest.mark.integration
 def test_resnet50v2_becomes_a_gresnet_with_the_same_function():
     source = _randomize(keras.applications.ResNet50V2(weights=None, **SMALL))
     for gated in (True, False):
@@ -79,6 +80,7 @@ def test_by_name_with_the_top_and_keras_arguments():
     assert len(gate_layers(model)) == 16
 
 
+@pytest.mark.integration
 def test_with_the_top_at_224():
     source = _randomize(keras.applications.ResNet50V2(weights=None, classifier_activation=None))
     model = convert.from_keras_applications(source)
@@ -105,6 +107,7 @@ def test_keras_layout_in_the_zoo():
     assert model.get_layer("post_bn").epsilon == pytest.approx(1.001e-5)
 
 
+@pytest.mark.integration
 def test_imagenet_weights_path(tmp_path, monkeypatch):
     """``weights="imagenet"`` with the download faked: Keras' own file (its
     legacy h5 layout, its name) loads into Keras' net, then reaches the GResNet."""
@@ -130,6 +133,7 @@ def test_imagenet_weights_path(tmp_path, monkeypatch):
     ("ResNet101V2", 3 + 4 + 23 + 3),
     pytest.param("ResNet152V2", 3 + 8 + 36 + 3, marks=pytest.mark.slow),
 ])
+@pytest.mark.integration
 def test_deeper_resnets_convert(application, units):
     source = getattr(keras.applications, application)(
         weights=None, include_top=False, input_shape=(32, 32, 3))
@@ -140,6 +144,7 @@ def test_deeper_resnets_convert(application, units):
     _assert_same_function(source, model)
 
 
+@pytest.mark.integration
 def test_152_maps_every_layer():
     source = keras.applications.ResNet152V2(weights=None, include_top=False,
                                             input_shape=(32, 32, 3))

@@ -8,7 +8,6 @@ written by the tests.
 import dataclasses
 import gzip
 import os
-import pickle
 import struct
 
 import numpy as np
@@ -17,30 +16,18 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from keras_gresnet import data
+from keras_gresnet.data import synthetic
 
 DEBIAN_FASHION = "/usr/share/datasets/fashion-mnist"
 
 
 # --------------------------------------------------------------------------
-# Helpers: write the datasets' own formats.
-
-
-def write_idx(path, array, compress=True):
-    """An IDX file of uint8 ``array`` (magic 0x0000, 0x08, ndim; dims; data)."""
-    array = np.asarray(array, dtype=np.uint8)
-    raw = bytes([0, 0, 0x08, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
-    raw += array.tobytes()
-    with open(path, "wb") as f:
-        f.write(gzip.compress(raw) if compress else raw)
+# Helpers: the datasets' own formats are written by data.synthetic.
 
 
 def write_mnist(folder, train, test):
     """``train``/``test``: (images N x 28 x 28, labels) into the four files."""
-    os.makedirs(folder, exist_ok=True)
-    for split, (images, labels) in (("train", train), ("test", test)):
-        image_file, label_file = data.DATASETS["mnist"].files[split]
-        write_idx(os.path.join(folder, image_file), images)
-        write_idx(os.path.join(folder, label_file), labels)
+    synthetic.write_dataset("mnist", folder, {"train": train, "test": test})
 
 
 def indexed_images(n, shape=(28, 28), offset=0):
@@ -205,27 +192,12 @@ def test_data_dir_subfolder_and_partial_files(tmp_path):
         data.load("mnist", "test", data_dir=str(tmp_path))
 
 
-def write_cifar_batch(path, images, labels, label_key):
-    flat = images.transpose(0, 3, 1, 2).reshape(len(images), -1)  # R, G, B planes
-    with open(path, "wb") as f:
-        pickle.dump({b"data": flat, label_key.encode(): list(labels)}, f)
-
-
 @pytest.mark.parametrize("name", ["cifar10", "cifar100"])
 def test_cifar_python_batches(name, tmp_path):
     info = data.DATASETS[name]
     folder = tmp_path / info.folder
-    folder.mkdir()
-    rng = np.random.default_rng(2)
-    written = {}
-    for split, files in info.files.items():
-        parts = []
-        for file in files:
-            images = rng.integers(0, 256, (3, 32, 32, 3), dtype=np.uint8)
-            labels = rng.integers(0, info.num_classes, 3)
-            write_cifar_batch(folder / file, images, labels, info.label_key)
-            parts.append((images, labels))
-        written[split] = [np.concatenate(p) for p in zip(*parts)]
+    written = synthetic.write_synthetic(name, tmp_path, 3 * len(info.files["train"]), 3,
+                                        seed=2)
     images, labels = data.load(name, "train", data_dir=str(tmp_path))
     assert images.shape == (3 * len(info.files["train"]), 32, 32, 3)
     np.testing.assert_array_equal(images, written["train"][0])
@@ -238,7 +210,7 @@ def test_cifar_python_batches(name, tmp_path):
 def test_read_idx_round_trip_any_compression(tmp_path):
     array = np.arange(24, dtype=np.uint8).reshape(2, 3, 4)
     for compress in (True, False):
-        write_idx(tmp_path / "a", array, compress)
+        synthetic.write_idx(tmp_path / "a", array, compress=compress)
         np.testing.assert_array_equal(data.read_idx(tmp_path / "a", magic=0x803), array)
     with pytest.raises(ValueError, match="magic number 0x00000803, expected 0x00000801"):
         data.read_idx(tmp_path / "a", magic=0x801)

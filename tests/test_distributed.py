@@ -22,7 +22,8 @@ import keras
 import numpy as np
 import pytest
 
-from keras_gresnet import cli, data, distributed, training
+from keras_gresnet import cli, data, training
+from keras_gresnet.training import multiworker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from multiworker_check import GLOBAL_BATCH, RUN  # noqa: E402
@@ -90,7 +91,7 @@ def job(commands, folders):
 def check_workers(tmp, count, overrides=None):
     """Run ``count`` workers of tests/multiworker_check.py (RUN, with
     ``overrides``); returns ``(folders, reports)``."""
-    addresses = distributed.local_workers(count)
+    addresses = multiworker.local_workers(count)
     folders = [tmp / f"w{i}" for i in range(count)]
     extra = [json.dumps(overrides)] if overrides else []
     commands = [[sys.executable, str(CHECK), addresses, str(i), str(tmp / "reports"), *extra]
@@ -127,6 +128,7 @@ def one_process(tmp_path_factory):
     return single_process(tmp_path_factory.mktemp("one_process") / "run")
 
 
+@pytest.mark.integration
 def test_two_workers_train_in_lockstep(two_workers):
     _, (chief, other) = two_workers
     first, second = trainable(chief), trainable(other)
@@ -144,6 +146,7 @@ def test_two_workers_train_in_lockstep(two_workers):
     assert config["replicas"] == 2 and config["global_batch_size"] == GLOBAL_BATCH
 
 
+@pytest.mark.integration
 def test_two_workers_match_one_process_at_the_same_global_batch(two_workers, one_process):
     """Each step reads the same examples, but BatchNorm normalises with each
     worker's 64 examples instead of all 128 (as the papers' multi-GPU runs
@@ -158,6 +161,7 @@ def test_two_workers_match_one_process_at_the_same_global_batch(two_workers, one
         assert abs(mine["test_accuracy"] - theirs["test_accuracy"]) < 0.03, (mine, theirs)
 
 
+@pytest.mark.integration
 def test_two_workers_with_sync_batchnorm_equal_one_process(tmp_path):
     """BatchNorm statistics over the global batch (an all-reduce per layer):
     2 workers train as 1 process does. Measured on 12000 examples x 6 epochs:
@@ -180,6 +184,7 @@ def test_two_workers_with_sync_batchnorm_equal_one_process(tmp_path):
     assert not any(getattr(layer, "synchronized", False) for layer in saved.layers)
 
 
+@pytest.mark.integration
 def test_a_one_worker_cluster_equals_model_fit(tmp_path, one_process):
     """The multi-worker training loop against Keras' own ``fit``: one worker
     (no BatchNorm split) gives the same weights, to the last bit here."""
@@ -194,6 +199,7 @@ def test_a_one_worker_cluster_equals_model_fit(tmp_path, one_process):
             assert mine[key] == pytest.approx(theirs[key], rel=1e-5, abs=1e-6), key
 
 
+@pytest.mark.integration
 def test_only_the_chief_writes_the_run_folder(two_workers):
     (chief_folder, other_folder), (chief, other) = two_workers
     assert sorted(p.name for p in (chief_folder / "run").iterdir()) == sorted(
@@ -237,10 +243,11 @@ def _train_command(addresses, index, epochs=RUN["epochs"]):
             "--workers", addresses, "--worker-index", str(index)]
 
 
+@pytest.mark.integration
 def test_sigterm_stops_a_worker_once_the_cluster_is_up(tmp_path):
     """TensorFlow's preemption notifier replaces the SIGTERM handler with one
     that only logs; make_strategy reinstalls Python's, so `kill` works."""
-    command = _train_command(distributed.local_workers(1), 0, epochs=50)
+    command = _train_command(multiworker.local_workers(1), 0, epochs=50)
     history = tmp_path / "w0" / "run" / "history.csv"
     with job([command], [tmp_path / "w0"]) as worker:
         deadline = time.monotonic() + DEADLINE
@@ -253,12 +260,13 @@ def test_sigterm_stops_a_worker_once_the_cluster_is_up(tmp_path):
     assert not (tmp_path / "w0" / "run" / "results.json").exists()
 
 
+@pytest.mark.integration
 def test_a_killed_worker_is_survived_by_resuming(tmp_path, two_workers):
     """SIGKILL worker 1 in epoch 2: the chief stops with exit code 4 and a
     clear message; the same two commands again resume from the chief's backup
     and finish the run as if nothing had happened: the same weights as the
     uninterrupted run, each epoch once in the history."""
-    addresses = distributed.local_workers(2)
+    addresses = multiworker.local_workers(2)
     folders = [tmp_path / "w0", tmp_path / "w1"]
     commands = [_train_command(addresses, i) for i in range(2)]
     backup = folders[0] / "run" / "backup"
@@ -305,24 +313,24 @@ def test_a_killed_worker_is_survived_by_resuming(tmp_path, two_workers):
 
 
 def test_workers_write_tf_config():
-    cluster = distributed.resolve_cluster("10.0.0.1:2222,10.0.0.2:2222", 1, environ={})
+    cluster = multiworker.resolve_cluster("10.0.0.1:2222,10.0.0.2:2222", 1, environ={})
     assert cluster.tf_config() == {
         "cluster": {"worker": ["10.0.0.1:2222", "10.0.0.2:2222"]},
         "task": {"type": "worker", "index": 1}}
     assert cluster.num_workers == 2 and not cluster.is_chief
-    assert distributed.resolve_cluster(["h:1", "h:2"], 0, environ={}).is_chief
-    assert distributed.resolve_cluster(environ={}) is None
+    assert multiworker.resolve_cluster(["h:1", "h:2"], 0, environ={}).is_chief
+    assert multiworker.resolve_cluster(environ={}) is None
 
 
 def test_tf_config_with_a_chief():
     spec = {"cluster": {"chief": ["c:1"], "worker": ["w:1", "w:2"]},
             "task": {"type": "worker", "index": 0}}
-    cluster = distributed.resolve_cluster(environ={"TF_CONFIG": json.dumps(spec)})
+    cluster = multiworker.resolve_cluster(environ={"TF_CONFIG": json.dumps(spec)})
     assert cluster.num_workers == 3 and not cluster.is_chief  # the chief task is
     spec["task"] = {"type": "chief", "index": 0}
-    assert distributed.resolve_cluster(environ={"TF_CONFIG": json.dumps(spec)}).is_chief
+    assert multiworker.resolve_cluster(environ={"TF_CONFIG": json.dumps(spec)}).is_chief
     same = {"cluster": {"worker": ["h:1", "h:2"]}, "task": {"type": "worker", "index": 1}}
-    assert distributed.resolve_cluster("h:1,h:2", 1, environ={"TF_CONFIG": json.dumps(same)})
+    assert multiworker.resolve_cluster("h:1,h:2", 1, environ={"TF_CONFIG": json.dumps(same)})
 
 
 @pytest.mark.parametrize("workers, index, environ, message", [
@@ -347,13 +355,13 @@ def test_tf_config_with_a_chief():
 ])
 def test_bad_cluster_configuration_is_refused(workers, index, environ, message):
     with pytest.raises(ValueError, match=message):
-        distributed.resolve_cluster(workers, index, environ=environ)
+        multiworker.resolve_cluster(workers, index, environ=environ)
 
 
 def test_strategy_and_cluster_must_agree():
     with pytest.raises(ValueError, match="needs a cluster: set TF_CONFIG"):
         training.resolve_config("gresnet_mlp", strategy="multi_worker")
-    cluster = distributed.resolve_cluster("h:1,h:2", 0, environ={})
+    cluster = multiworker.resolve_cluster("h:1,h:2", 0, environ={})
     with pytest.raises(ValueError, match="needs strategy='multi_worker' or 'auto'"):
         training.resolve_config("gresnet_mlp", strategy="mirrored", cluster=cluster)
     config = training.resolve_config("gresnet_mlp", cluster=cluster)
@@ -364,10 +372,10 @@ def test_strategy_and_cluster_must_agree():
 
 
 def test_an_empty_replica_batch_is_refused_before_training():
-    distributed.check_last_batch(12000, 128, 2)  # last batch 96: 48 each
-    distributed.check_last_batch(1280, 128, 2)  # no partial batch
+    multiworker.check_last_batch(12000, 128, 2)  # last batch 96: 48 each
+    multiworker.check_last_batch(1280, 128, 2)  # no partial batch
     with pytest.raises(ValueError, match="holds 1 of 1025 training examples, fewer than the 2"):
-        distributed.check_last_batch(1025, 128, 2)
+        multiworker.check_last_batch(1025, 128, 2)
 
 
 def test_cli_bad_cluster_is_one_clear_line(tmp_path, capsys):

@@ -67,8 +67,8 @@ def registry(tmp_path, monkeypatch):
     path.parent.mkdir()
     files = tmp_path / "release"
     files.mkdir()
-    monkeypatch.setattr(weights, "REGISTRY_FILE", path)
-    monkeypatch.setattr(weights, "SHIPPED_DIR", path.parent / "weights")
+    monkeypatch.setattr(weights.registry, "REGISTRY_FILE", path)
+    monkeypatch.setattr(weights.download, "SHIPPED_DIR", path.parent / "weights")
     monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras_home"))
     monkeypatch.delenv(weights.URL_ENV, raising=False)
     monkeypatch.delenv(TIMEOUT_ENV, raising=False)
@@ -204,8 +204,8 @@ CHILD = r"""
 import hashlib, os, sys, time
 from pathlib import Path
 from keras_gresnet import weights
-weights.REGISTRY_FILE = Path(os.environ["TEST_REGISTRY"])
-weights.SHIPPED_DIR = Path(os.environ["TEST_SHIPPED"])
+weights.registry.REGISTRY_FILE = Path(os.environ["TEST_REGISTRY"])
+weights.download.SHIPPED_DIR = Path(os.environ["TEST_SHIPPED"])
 sync = os.environ.get("TEST_SYNC")
 if sync:
     Path(sync, f"ready{os.getpid()}").touch()
@@ -372,7 +372,7 @@ def test_a_file_that_vanishes_while_it_is_checked_is_downloaded(registry, server
     registry.publish()
     registry.cache.mkdir(parents=True)
     (registry.cache / FILE).write_bytes(b"corrupt")
-    real = weights.sha256_of
+    real = weights.download.sha256_of
     vanished = []
 
     def sha256_of(path):  # another process removes the file between the checks
@@ -381,7 +381,7 @@ def test_a_file_that_vanishes_while_it_is_checked_is_downloaded(registry, server
             Path(path).unlink()
         return real(path)
 
-    monkeypatch.setattr(weights, "sha256_of", sha256_of)
+    monkeypatch.setattr(weights.download, "sha256_of", sha256_of)
     assert weights.weights_path(NAME) == registry.cache / FILE
     assert vanished and _sha(registry.cache / FILE) == _sha(registry.files / FILE)
 
@@ -484,8 +484,8 @@ def test_a_read_only_cache_with_a_corrupt_copy_is_a_one_line_error(registry, mon
         (base / FILE).write_bytes(data)
         path = base / "weights.json"
         path.write_text(json.dumps([_entry(NAME, base / FILE)]))
-        monkeypatch.setattr(weights, "REGISTRY_FILE", path)
-        monkeypatch.setattr(weights, "SHIPPED_DIR", None)
+        monkeypatch.setattr(weights.registry, "REGISTRY_FILE", path)
+        monkeypatch.setattr(weights.download, "SHIPPED_DIR", None)
         monkeypatch.setenv("KERAS_HOME", str(base / "home"))
         with socket.socket() as s:  # nothing is downloaded: a port nobody listens on
             s.bind(("127.0.0.1", 0))
@@ -600,7 +600,7 @@ def test_verify_checks_every_copy_and_deletes_only_cached_ones(registry, monkeyp
 def test_without_a_checkout_folder_verify_and_load_use_the_cache(registry, server,
                                                                  monkeypatch):
     registry.publish()
-    monkeypatch.setattr(weights, "SHIPPED_DIR", None)  # an installed wheel
+    monkeypatch.setattr(weights.download, "SHIPPED_DIR", None)  # an installed wheel
     assert weights.verify_cache() == [(NAME, registry.cache / FILE, "missing")]
     assert weights.weights_path(NAME) == registry.cache / FILE
     assert weights.verify_cache() == [(NAME, registry.cache / FILE, "OK")]

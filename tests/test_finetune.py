@@ -97,6 +97,7 @@ def assert_same(before, after, paths):
         np.testing.assert_array_equal(after[path], before[path], err_msg=path)
 
 
+@pytest.mark.integration
 def test_finetuned_beats_scratch_on_new_classes(task):
     """The two phases beat GR's recipe from scratch (see MIN_GAIN for why)."""
     tuned, scratch = accuracies(task, 0)
@@ -118,6 +119,7 @@ def test_head_phase_trains_only_the_head(task):
     assert_same(before, values(task.model), list(before))  # the pretrained model untouched
 
 
+@pytest.mark.integration
 def test_frozen_batchnorm_runs_in_inference_mode(task):
     net = finetune.freeze_body(finetune.new_head(task.model, 5))
     assert [w.path for w in net.trainable_weights] == ["predictions/kernel", "predictions/bias"]
@@ -136,6 +138,7 @@ def test_frozen_batchnorm_runs_in_inference_mode(task):
     assert any(not np.allclose(moved[p], trained[p]) for p in moved)
 
 
+@pytest.mark.integration
 def test_full_phase_trains_the_body_with_batchnorm_frozen(task):
     before = values(task.model)
     net, history = finetune.finetune(task.model, task.few, classes=5, head_epochs=1,
@@ -162,7 +165,7 @@ def test_new_head_from_a_saved_model_a_preset_or_a_headless_one(task, tmp_path):
     assert_same(before, values(net), body)
     assert net.get_layer(finetune.HEAD).activation is keras.activations.softmax
     # A trained (compiled) model: the preset must hold no optimizer variables.
-    preset = weights.save_preset(task.model, tmp_path / "preset",
+    preset = zoo.save_preset(task.model, tmp_path / "preset",
                                  builder="gresnet_mlp", builder_kwargs=dict(depth=4, classes=5))
     assert_same(before, values(finetune.new_head(preset, 3)), body)
     # With the old head's weights put back, the copy computes the pretrained outputs.

@@ -1,5 +1,6 @@
-"""Tests of keras_gresnet.plots: the CSV readers, every plot's PNG, argument
-checks and the atomic write."""
+"""Tests of keras_gresnet.plots: every plot's PNG, argument checks and the
+atomic write; and of the run logs' CSV readers that feed them
+(keras_gresnet.training.read_history, read_gates)."""
 
 import os
 
@@ -9,6 +10,7 @@ from matplotlib.figure import Figure
 from matplotlib.image import imread
 
 from keras_gresnet import plots
+from keras_gresnet.training import read_gates, read_history
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -70,7 +72,7 @@ def assert_no_temp_files(folder):
 
 
 def test_read_history_parses_columns_in_any_order(tmp_path):
-    history = plots.read_history(write(tmp_path / "history.csv", HISTORY_CSV))
+    history = read_history(write(tmp_path / "history.csv", HISTORY_CSV))
     assert set(history) == {
         "epoch", "loss", "accuracy", "lr", "val_loss", "val_accuracy",
         "test_loss", "test_accuracy",
@@ -83,7 +85,7 @@ def test_read_history_parses_columns_in_any_order(tmp_path):
 
 
 def test_read_gates_parses_rows(tmp_path):
-    rows = plots.read_gates(write(tmp_path / "gates.csv", GATES_CSV))
+    rows = read_gates(write(tmp_path / "gates.csv", GATES_CSV))
     assert len(rows) == 6
     assert rows[0] == {"epoch": -1, "index": 0, "block": "conv2_block1_gate", "k": 1.0, "g": 1.0}
     assert rows[4] == {"epoch": 1, "index": 0, "block": "conv2_block1_gate", "k": -0.1, "g": 0.0}
@@ -92,10 +94,10 @@ def test_read_gates_parses_rows(tmp_path):
 @pytest.mark.parametrize(
     "reader, text, column",
     [
-        (plots.read_history, "epoch,loss,val_loss\n0,1.0,1.1\n", "accuracy"),
-        (plots.read_history, "loss,accuracy\n1.0,0.5\n", "epoch"),
-        (plots.read_gates, "epoch,index,block,g\n0,0,block1_gate,1.0\n", "k"),
-        (plots.read_gates, "epoch,block,k,g\n0,block1_gate,1.0,1.0\n", "index"),
+        (read_history, "epoch,loss,val_loss\n0,1.0,1.1\n", "accuracy"),
+        (read_history, "loss,accuracy\n1.0,0.5\n", "epoch"),
+        (read_gates, "epoch,index,block,g\n0,0,block1_gate,1.0\n", "k"),
+        (read_gates, "epoch,block,k,g\n0,block1_gate,1.0,1.0\n", "index"),
     ],
 )
 def test_readers_reject_missing_column(tmp_path, reader, text, column):
@@ -107,7 +109,7 @@ def test_readers_reject_missing_column(tmp_path, reader, text, column):
 def test_readers_reject_non_numbers(tmp_path):
     path = write(tmp_path / "gates.csv", "epoch,index,block,k,g\n0,zero,b_gate,1.0,1.0\n")
     with pytest.raises(ValueError, match="line 2: column index is 'zero'"):
-        plots.read_gates(path)
+        read_gates(path)
 
 
 # --------------------------------------------------------------------------
@@ -115,7 +117,8 @@ def test_readers_reject_non_numbers(tmp_path):
 
 
 def test_plot_history_from_dict_and_from_csv(tmp_path):
-    for history in (history_dict(test=True), write(tmp_path / "history.csv", HISTORY_CSV)):
+    csv_history = read_history(write(tmp_path / "history.csv", HISTORY_CSV))
+    for history in (history_dict(test=True), csv_history):
         path = str(tmp_path / "history.png")
         assert plots.plot_history(history, path, title="ResNet n=5") == path
         assert_png(path)
@@ -131,7 +134,7 @@ def test_plot_history_without_validation_or_epoch_column(tmp_path):
 
 
 def test_plot_gates_over_epochs_few_blocks_from_csv(tmp_path):
-    gates = write(tmp_path / "gates.csv", GATES_CSV)
+    gates = read_gates(write(tmp_path / "gates.csv", GATES_CSV))
     assert_png(plots.plot_gates_over_epochs(gates, str(tmp_path / "gates.png"), title="k"))
 
 
@@ -180,7 +183,7 @@ def test_plot_pruning_curves(tmp_path):
 
 
 def test_plot_training_curves_grid(tmp_path):
-    csv_history = write(tmp_path / "history.csv", HISTORY_CSV)
+    csv_history = read_history(write(tmp_path / "history.csv", HISTORY_CSV))
     runs = {
         50: {"plain": history_dict(), "ResNet": history_dict(test=True)},
         100: {"plain": history_dict(6), "GResNet": csv_history},

@@ -9,6 +9,8 @@ import pytest
 
 from keras_gresnet import data, weights, zoo
 
+pytestmark = pytest.mark.integration  # every test reads the real MNIST / Fashion-MNIST
+
 PUBLISHED = [e for e in weights.list_weights() if e["status"] == weights.PUBLISHED]
 UNTRAINED = [e for e in weights.list_weights() if e["status"] == weights.NOT_TRAINED]
 
@@ -31,7 +33,7 @@ def test_registry_publishes_the_fashion_mnist_models():
 
 @pytest.mark.parametrize("entry", PUBLISHED, ids=lambda e: e["name"])
 def test_file_matches_its_entry(entry):
-    path = weights.SHIPPED_DIR / entry["file"]
+    path = weights.download.SHIPPED_DIR / entry["file"]
     content = path.read_bytes()
     assert len(content) == entry["size"]
     assert hashlib.sha256(content).hexdigest() == entry["sha256"]

@@ -1,4 +1,4 @@
-"""Tests of keras_gresnet.recipes: the papers' recipes, schedules, weight decay."""
+"""Tests of keras_gresnet.training.recipes: the papers' recipes, schedules, weight decay."""
 
 import dataclasses
 import json
@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_gresnet import recipes, zoo
+from keras_gresnet import zoo
 from keras_gresnet.layers import gate_layers
 from keras_gresnet.optimizers import Keras1Nadam
-from keras_gresnet.recipes import RECIPES, get_recipe
+from keras_gresnet.training import recipes
+from keras_gresnet.training.recipes import RECIPES, get_recipe
 
 
 def lr_at(schedule, steps):

@@ -39,6 +39,7 @@ def test_defaults_follow_the_papers():
     assert config["recipe"]["weight_decay"] == 5e-4 and config["recipe"]["epochs"] == 1
 
 
+@pytest.mark.integration
 def test_run_folder_holds_everything(tmp_path):
     out = tmp_path / "run"
     run = training.train("gresnet_mlp", model_kwargs=dict(depth=4), epochs=2, out=out, **FAST)
@@ -85,6 +86,7 @@ def test_run_folder_holds_everything(tmp_path):
     assert own["test_error_percent"] == pytest.approx(results["test_error_percent"], abs=1e-6)
 
 
+@pytest.mark.integration
 def test_same_seed_gives_the_same_history(tmp_path):
     def history(seed, name):
         run = training.train("gresnet_mlp", model_kwargs=dict(depth=2), epochs=2, seed=seed,
@@ -128,6 +130,7 @@ def test_bad_input_leaves_no_run_folder(tmp_path, kwargs, message):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.integration
 def test_finished_run_is_kept_unless_overwritten(tmp_path):
     out = tmp_path / "run"
     kwargs = dict(model_kwargs=dict(depth=2), epochs=1, out=out, **FAST)
@@ -176,6 +179,7 @@ def _env():
     return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1")
 
 
+@pytest.mark.integration
 def test_resume_after_sigkill_continues_the_history(tmp_path):
     out = tmp_path / "run"
     command = _cli("train", "gresnet_mlp", "--depth", "2", "--dataset", "fashion_mnist",
@@ -223,6 +227,7 @@ def test_resume_after_sigkill_continues_the_history(tmp_path):
     assert [float(r["loss"]) for r in history] == [r["loss"] for r in uninterrupted.history]
 
 
+@pytest.mark.integration
 def test_real_fashion_mnist_training_beats_a_broken_model(tmp_path):
     """Full Fashion-MNIST, 2 epochs of a GResNet with 4 middle layers: a model
     that does not learn stays near 10% accuracy; measured here ~86%."""
@@ -233,6 +238,7 @@ def test_real_fashion_mnist_training_beats_a_broken_model(tmp_path):
     assert run.results["test_accuracy"] > 0.83
 
 
+@pytest.mark.integration
 def test_mirrored_strategy_matches_a_single_device(tmp_path):
     """2 logical CPU replicas x 32 vs 1 device x 64, same seed and data order.
     BatchNorm uses each replica's 32 examples (as the papers' multi-GPU runs),
@@ -308,6 +314,7 @@ def test_epoch_backup_is_atomic_keeps_two_and_skips_a_diverged_epoch(tmp_path):
     np.testing.assert_array_equal(np.asarray(fresh.layers[0].kernel), np.full((3, 2), 1.0))
 
 
+@pytest.mark.integration
 def test_a_crash_after_the_last_epoch_resumes_without_training(tmp_path, monkeypatch):
     out = tmp_path / "run"
     kwargs = dict(model_kwargs=dict(depth=2), epochs=2, out=out, **FAST)
@@ -315,7 +322,7 @@ def test_a_crash_after_the_last_epoch_resumes_without_training(tmp_path, monkeyp
     def crash(*args, **kw):
         raise RuntimeError("simulated crash while plotting")
 
-    monkeypatch.setattr(training.plots, "plot_history", crash)
+    monkeypatch.setattr(training.runs.plots, "plot_history", crash)
     with pytest.raises(RuntimeError, match="simulated crash"):
         training.train("gresnet_mlp", **kwargs)
     assert [p.name for p in (out / "backup").iterdir()] == ["epoch-00001.weights.h5",

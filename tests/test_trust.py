@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from keras_gresnet import _catalog, _io, cli, training, weights, zoo
+from keras_gresnet import _catalog, cli, files, training, weights, zoo
 
 TINY = ["--dataset", "fashion_mnist", "--max-train-examples", "256",
         "--max-test-examples", "200", "--epochs", "1"]
@@ -60,6 +60,7 @@ def test_a_folder_that_is_not_a_run_is_refused_and_kept(tmp_path, capsys):
         assert tree(out) == before
 
 
+@pytest.mark.integration
 def test_overwrite_refuses_foreign_files_and_names_them(finished, tmp_path, capsys):
     out = tmp_path / "run"
     out.mkdir()
@@ -73,6 +74,7 @@ def test_overwrite_refuses_foreign_files_and_names_them(finished, tmp_path, caps
     assert tree(out) == before
 
 
+@pytest.mark.integration
 def test_overwrite_replaces_only_the_run_and_a_foreign_config_is_refused(finished, tmp_path,
                                                                           capsys):
     out = tmp_path / "run"
@@ -97,6 +99,7 @@ def test_overwrite_replaces_only_the_run_and_a_foreign_config_is_refused(finishe
     assert tree(foreign) == before
 
 
+@pytest.mark.integration
 def test_a_finished_run_keeps_user_files_in_its_backup_folder(tmp_path):
     out = tmp_path / "run"
     assert train(out, "--epochs", "1") == 0
@@ -109,6 +112,7 @@ def test_a_finished_run_keeps_user_files_in_its_backup_folder(tmp_path):
     assert list((out / "backup").iterdir()) == [out / "backup" / "keep.txt"]
 
 
+@pytest.mark.integration
 def test_stale_temporaries_of_a_killed_run_are_removed_live_ones_kept(tmp_path):
     out = tmp_path / "run"
     assert train(out) == 0
@@ -123,12 +127,13 @@ def test_stale_temporaries_of_a_killed_run_are_removed_live_ones_kept(tmp_path):
         path.write_bytes(b"partial")
     assert train(out) == 0
     assert not stale.exists() and live.exists() and mine.exists() and also_mine.exists()
-    assert _io.remove_stale_temporaries(out, owned=lambda name: name == "model.keras") == []
+    assert files.remove_stale_temporaries(out, owned=lambda name: name == "model.keras") == []
 
 
 # ----------------------------------------------------------------- bad input
 
 
+@pytest.mark.integration
 def test_bad_numbers_are_refused_before_the_first_write(tmp_path, capsys):
     out = tmp_path / "run"
     assert train(out, "--epochs", "99999999999999999999999") == 2
@@ -180,6 +185,7 @@ def test_corrupt_run_config_is_one_line(finished, tmp_path, capsys, content, wor
     one_error_line(capsys, "no config.json")
 
 
+@pytest.mark.integration
 def test_corrupt_history_names_the_file_and_the_run_resumes_once_fixed(tmp_path, capsys):
     out = tmp_path / "run"
     assert train(out) == 0
@@ -206,13 +212,14 @@ def test_keras_files_keras_cannot_read_are_one_line(tmp_path, capsys):
         one_error_line(capsys, path.name)
 
 
+@pytest.mark.integration
 def test_disk_full_is_one_line_and_the_run_resumes(tmp_path, capsys, monkeypatch):
     out = tmp_path / "run"
 
     def full(path, obj):
         raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
-    monkeypatch.setattr(training, "write_json", full)
+    monkeypatch.setattr(training.runs, "write_json", full)
     assert train(out) == 2
     one_error_line(capsys, "No space left on device", "config.json")
     monkeypatch.undo()
@@ -243,14 +250,14 @@ def test_prune_never_writes_over_a_users_file(finished, tmp_path, capsys):
 
 def test_a_preset_cannot_name_other_weights(tmp_path):
     model = zoo.gresnet_mlp(depth=2)
-    preset = weights.save_preset(model, tmp_path / "preset", builder="gresnet_mlp",
+    preset = zoo.save_preset(model, tmp_path / "preset", builder="gresnet_mlp",
                                  builder_kwargs={"depth": 2})
     config = json.loads((preset / "config.json").read_text())
     for value in (str(preset), "gresnet_mlp2_fashion_mnist", "/etc/passwd"):
         config["builder_kwargs"]["weights"] = value
         (preset / "config.json").write_text(json.dumps(config))
         with pytest.raises(ValueError, match=r"builder_kwargs may not set \['weights'\]"):
-            weights.from_preset(preset)
+            zoo.from_preset(preset)
 
 
 def test_an_error_inside_keras_keeps_its_traceback(monkeypatch):
@@ -269,6 +276,7 @@ def test_an_error_inside_keras_keeps_its_traceback(monkeypatch):
 # ------------------------------------------------------------- what is recorded
 
 
+@pytest.mark.integration
 def test_history_records_the_rate_each_epoch_trained_at(tmp_path):
     out = tmp_path / "run"
     assert train(out, "--epochs", "3", "--lr-milestones", "(1,)",

@@ -3,7 +3,8 @@ must not run code through any entry point (``data.load``, ``data.pipeline``,
 ``keras-gresnet train --data-dir``, ``evaluate RUN`` and ``prune RUN``, the
 last two reading ``data_dir`` from the run's config.json). Genuine batches
 (Python 2 cPickle protocol 2, as the CIFAR website ships them, and files
-written by Python 3 at protocols 2, 4 and 5) still load."""
+written by Python 3 at protocols 2, 4 and 5) still load; they are written by
+``data.synthetic``, here with a pickler that writes Python 2's bytes."""
 
 import builtins
 import codecs
@@ -23,6 +24,7 @@ import numpy as np
 import pytest
 
 from keras_gresnet import cli, data
+from keras_gresnet.data import synthetic
 
 ROOT = Path(__file__).resolve().parents[1]
 REFUSED_TAIL = ("a CIFAR python batch holds only dicts, strings, lists of ints and numpy "
@@ -63,54 +65,55 @@ class Py2Pickler(pickle._Pickler):
         super().save_global(obj, name)
 
 
-def py2_batch(images, labels, label_key, index=1):
-    """A batch as the CIFAR website's files hold it (Python 2 ``str`` keys
-    and values, labels a list of ints, ``data`` N x 3072 uint8)."""
-    flat = images.transpose(0, 3, 1, 2).reshape(len(images), -1)  # R, G, B planes
-    batch = {
-        b"batch_label": f"training batch {index} of 5".encode(),
-        label_key.encode(): [int(y) for y in labels],
-        b"data": flat,
-        b"filenames": [f"img_{index}_{i}.png".encode() for i in range(len(images))],
-    }
-    if label_key == "fine_labels":
-        batch[b"coarse_labels"] = [int(y) // 5 for y in labels]
-    return batch
+def _label_key(batch):
+    return b"fine_labels" if b"fine_labels" in batch else b"labels"
+
+
+class NumpyLabelsPickler(pickle.Pickler):
+    """Pickles a batch as Python 3 code may have saved it again: the labels
+    an int64 array, ``data`` a plain list."""
+
+    def dump(self, batch):
+        key = _label_key(batch)
+        super().dump({**batch, key: np.asarray(batch[key], dtype=np.int64),
+                      b"data": batch[b"data"].tolist()})
+
+
+class NumpyScalarLabelsPickler(pickle.Pickler):
+    """Pickles a batch whose labels are a list of numpy int64 scalars (what
+    ``list(labels)`` of an array gives)."""
+
+    def dump(self, batch):
+        key = _label_key(batch)
+        super().dump({**batch, key: list(np.asarray(batch[key], dtype=np.int64))})
+
+
+# A genuine batch's style -> the protocol and pickler data.synthetic writes it with.
+STYLES = {
+    "py2": (2, Py2Pickler),
+    "protocol2": (2, pickle.Pickler),
+    "protocol4": (4, pickle.Pickler),
+    "protocol5": (5, pickle.Pickler),
+    "py3_numpy_labels": (4, NumpyLabelsPickler),
+    "py3_numpy_scalar_labels": (4, NumpyScalarLabelsPickler),
+}
 
 
 def write_batch(path, images, labels, label_key, style, index=1):
-    batch = py2_batch(images, labels, label_key, index)
-    with open(path, "wb") as f:
-        if style == "py2":
-            Py2Pickler(f, protocol=2).dump(batch)
-        elif style == "py3_numpy_labels":  # labels an int64 array, data a plain list
-            batch[label_key.encode()] = np.asarray(labels, dtype=np.int64)
-            batch[b"data"] = batch[b"data"].tolist()
-            pickle.dump(batch, f, protocol=4)
-        else:
-            pickle.dump(batch, f, protocol=int(style[-1]))
-
-
-STYLES = ["py2", "protocol2", "protocol4", "protocol5", "py3_numpy_labels"]
+    """One batch file as the CIFAR website's files hold it (Python 2 ``str``
+    keys and values, labels a list of ints, ``data`` N x 3072 uint8)."""
+    protocol, pickler = STYLES[style]
+    batch = synthetic.cifar_batch(images, labels, label_key, f"training batch {index} of 5")
+    synthetic.write_cifar_batch(path, batch, protocol=protocol, pickler=pickler)
 
 
 def write_dataset(root, name, style, per_file=3, seed=0):
     """Every batch file of ``name`` under ``root/<CIFAR folder>``; returns
     ``{split: (images, labels)}`` as written."""
-    info = data.DATASETS[name]
-    folder = root / info.folder
-    folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    written = {}
-    for split, files in info.files.items():
-        parts = []
-        for index, file in enumerate(files, 1):
-            images = rng.integers(0, 256, (per_file, 32, 32, 3), dtype=np.uint8)
-            labels = rng.integers(0, info.num_classes, per_file)
-            write_batch(folder / file, images, labels, info.label_key, style, index)
-            parts.append((images, labels))
-        written[split] = tuple(np.concatenate(p) for p in zip(*parts))
-    return written
+    protocol, pickler = STYLES[style]
+    num_train = per_file * len(data.DATASETS[name].files["train"])
+    return synthetic.write_synthetic(name, root, num_train, per_file, seed=seed,
+                                     protocol=protocol, pickler=pickler)
 
 
 def test_py2_writer_writes_what_python2_wrote(tmp_path):
@@ -125,7 +128,7 @@ def test_py2_writer_writes_what_python2_wrote(tmp_path):
     assert globals_ == {"numpy.core.multiarray _reconstruct", "numpy ndarray", "numpy dtype"}
 
 
-@pytest.mark.parametrize("style", STYLES)
+@pytest.mark.parametrize("style", list(STYLES))
 @pytest.mark.parametrize("name", ["cifar10", "cifar100"])
 def test_genuine_batches_load(name, style, tmp_path):
     written = write_dataset(tmp_path, name, style)

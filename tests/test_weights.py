@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 from keras_gresnet import cli, weights, zoo
-from keras_gresnet.zoo import _base
 
 MLP = dict(depth=2)
 MLP_SHAPE = (4, 4, 1)  # 16 inputs, flattened: a tiny GResNet MLP
@@ -126,8 +125,8 @@ def registry(tmp_path, monkeypatch):
     temporary $KERAS_HOME; ``registry.write(entries)``."""
     path = tmp_path / "zoo" / "weights.json"
     path.parent.mkdir()
-    monkeypatch.setattr(weights, "REGISTRY_FILE", path)
-    monkeypatch.setattr(weights, "SHIPPED_DIR", path.parent / "weights")
+    monkeypatch.setattr(weights.registry, "REGISTRY_FILE", path)
+    monkeypatch.setattr(weights.download, "SHIPPED_DIR", path.parent / "weights")
     monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras_home"))
     monkeypatch.delenv(weights.URL_ENV, raising=False)
 
@@ -160,7 +159,7 @@ def test_registry_lists_validates_and_refuses_untrained(registry, published):
     assert [e["name"] for e in weights.list_weights()] == [
         "gresnet_mlp100_fashion_mnist", "gresnet_mlp2_tiny"]
     assert [e["name"] for e in weights.list_weights("*2_tiny")] == ["gresnet_mlp2_tiny"]
-    assert set(_base.weight_entries()) == {"gresnet_mlp2_tiny", "gresnet_mlp100_fashion_mnist"}
+    assert set(zoo.weight_entries()) == {"gresnet_mlp2_tiny", "gresnet_mlp100_fashion_mnist"}
     for call in (lambda: weights.weights_path("gresnet_mlp100_fashion_mnist"),
                  lambda: zoo.gresnet_mlp(depth=100, weights="gresnet_mlp100_fashion_mnist")):
         with pytest.raises(ValueError, match="not yet trained.*--depth 2"):
@@ -218,12 +217,12 @@ def test_shipped_file_is_used_before_a_download(registry, published, server, mon
     path = published.folder / "gresnet_mlp2_tiny.weights.h5"
     registry.write([_entry("gresnet_mlp2_tiny", path)])
     _serve(server, monkeypatch, path)
-    weights.SHIPPED_DIR.mkdir()
-    (weights.SHIPPED_DIR / path.name).write_bytes(path.read_bytes())
-    assert weights.weights_path("gresnet_mlp2_tiny") == weights.SHIPPED_DIR / path.name
-    (weights.SHIPPED_DIR / path.name).write_bytes(b"tampered")  # never used, not deleted
+    weights.download.SHIPPED_DIR.mkdir()
+    (weights.download.SHIPPED_DIR / path.name).write_bytes(path.read_bytes())
+    assert weights.weights_path("gresnet_mlp2_tiny") == weights.download.SHIPPED_DIR / path.name
+    (weights.download.SHIPPED_DIR / path.name).write_bytes(b"tampered")  # never used, not deleted
     assert weights.weights_path("gresnet_mlp2_tiny") == registry.cache / path.name
-    assert (weights.SHIPPED_DIR / path.name).exists() and len(server.requests) == 1
+    assert (weights.download.SHIPPED_DIR / path.name).exists() and len(server.requests) == 1
 
 
 @pytest.mark.parametrize("kind", ["truncated", "cut_short", "tampered"])
@@ -280,9 +279,9 @@ def test_weights_that_do_not_fit_are_refused_before_any_download(registry, publi
         with pytest.raises(ValueError, match=message):
             zoo.get_model(builder, **kwargs, weights="gresnet_mlp2_tiny")
     with pytest.raises(ValueError, match="units=30 is not units='\\(default\\)'"):
-        weights.check_fits("gresnet_mlp2_tiny", "gresnet_mlp", dict(depth=2, units=30))
+        weights.check_fits("gresnet_mlp2_tiny", zoo.gresnet_mlp, dict(depth=2, units=30))
     # Training-only arguments may differ.
-    weights.check_fits("gresnet_mlp2_tiny", "gresnet_mlp", dict(depth=2, k_initial=0.5))
+    weights.check_fits("gresnet_mlp2_tiny", zoo.gresnet_mlp, dict(depth=2, k_initial=0.5))
     assert server.requests == []
 
 
@@ -337,7 +336,7 @@ def test_weights_argument_takes_a_file_path(published, registry):
     with pytest.raises(ValueError, match="saved from another architecture"):
         zoo.gresnet_mlp(depth=4, input_shape=MLP_SHAPE,
                         weights=published.folder / "gresnet_mlp2_tiny.weights.h5")
-    with pytest.raises(ValueError, match="does not fit gresnet_mlp_2.*holds no architecture"):
+    with pytest.raises(ValueError, match="does not fit gresnet_mlp.*holds no architecture"):
         zoo.gresnet_mlp(depth=2, input_shape=MLP_SHAPE, classes=4,
                         weights=published.folder / "gresnet_mlp2_tiny.weights.h5")
     with pytest.raises(ValueError, match="another architecture"):
@@ -353,7 +352,7 @@ def test_weights_argument_takes_a_file_path(published, registry):
 def test_preset_round_trip(tmp_path, published, registry):
     source = zoo.gresnet_mlp(depth=2, input_shape=MLP_SHAPE,
                              weights=published.folder / "gresnet_mlp2_tiny.keras")
-    preset = weights.save_preset(source, tmp_path / "presets" / "tiny", builder="gresnet_mlp",
+    preset = zoo.save_preset(source, tmp_path / "presets" / "tiny", builder="gresnet_mlp",
                                  builder_kwargs=MLP, metadata={"dataset": "fashion_mnist"})
     assert _files(preset) == ["config.json", "metadata.json", "model.weights.h5"]
     assert _files(preset.parent) == ["tiny"]
@@ -361,14 +360,14 @@ def test_preset_round_trip(tmp_path, published, registry):
     assert config["builder"] == "gresnet_mlp" and config["keras_version"] == keras.__version__
     assert config["builder_kwargs"] == {"depth": 2, "input_shape": list(MLP_SHAPE)}
     assert json.loads((preset / "metadata.json").read_text()) == {"dataset": "fashion_mnist"}
-    loaded = weights.from_preset(preset)
+    loaded = zoo.from_preset(preset)
     np.testing.assert_array_equal(_outputs(loaded, published.x), published.mlp_out)
     new_head = zoo.gresnet_mlp(depth=2, input_shape=MLP_SHAPE, classes=2, weights=str(preset))
     assert new_head.get_layer("predictions").kernel.shape == (50, 2)
     with pytest.raises(ValueError, match="exists; pass overwrite=True"):
-        weights.save_preset(source, preset, builder="gresnet_mlp", builder_kwargs=MLP)
+        zoo.save_preset(source, preset, builder="gresnet_mlp", builder_kwargs=MLP)
     with pytest.raises(ValueError, match="does not rebuild"):
-        weights.save_preset(source, tmp_path / "other", builder="gresnet_mlp",
+        zoo.save_preset(source, tmp_path / "other", builder="gresnet_mlp",
                             builder_kwargs=dict(depth=4))
     assert not (tmp_path / "other").exists()
 
@@ -382,19 +381,19 @@ def test_interrupted_preset_save_leaves_no_preset(tmp_path, monkeypatch, publish
 
     monkeypatch.setattr(keras.Model, "save_weights", dies)
     with pytest.raises(KeyboardInterrupt):
-        weights.save_preset(model, tmp_path / "tiny", builder="gresnet_mlp", builder_kwargs=MLP)
+        zoo.save_preset(model, tmp_path / "tiny", builder="gresnet_mlp", builder_kwargs=MLP)
     assert _files(tmp_path) == []
     # Over an existing preset, an interrupted save keeps the old one whole.
     monkeypatch.undo()
     good = zoo.gresnet_mlp(depth=2, input_shape=MLP_SHAPE,
                            weights=published.folder / "gresnet_mlp2_tiny.keras")
-    weights.save_preset(good, tmp_path / "tiny", builder="gresnet_mlp", builder_kwargs=MLP)
+    zoo.save_preset(good, tmp_path / "tiny", builder="gresnet_mlp", builder_kwargs=MLP)
     monkeypatch.setattr(keras.Model, "save_weights", dies)
     with pytest.raises(KeyboardInterrupt):
-        weights.save_preset(model, tmp_path / "tiny", builder="gresnet_mlp",
+        zoo.save_preset(model, tmp_path / "tiny", builder="gresnet_mlp",
                             builder_kwargs=MLP, overwrite=True)
     assert _files(tmp_path) == ["tiny"]
-    np.testing.assert_array_equal(_outputs(weights.from_preset(tmp_path / "tiny"), published.x),
+    np.testing.assert_array_equal(_outputs(zoo.from_preset(tmp_path / "tiny"), published.x),
                                   published.mlp_out)
 
 

@@ -121,7 +121,7 @@ def test_installed_wheel_has_no_checkout_weights(installed, tmp_path):
     says how to install the file by hand."""
     site, _ = installed
     code = ("from keras_gresnet import weights\n"
-            "print(weights.SHIPPED_DIR)\n"
+            "print(weights.download.SHIPPED_DIR)\n"
             "try:\n"
             "    weights.weights_path('gresnet_mlp2_fashion_mnist')\n"
             "except ValueError as e:\n"

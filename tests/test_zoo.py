@@ -9,8 +9,8 @@ import tensorflow as tf
 from helpers import random_inputs, randomize_bn
 from keras_gresnet import zoo
 from keras_gresnet.layers import gate_layers
-from keras_gresnet.zoo import _mlp as mlp_module
-from keras_gresnet.zoo import _resnet as resnet_module
+from keras_gresnet.zoo import mlps as mlp_module
+from keras_gresnet.zoo import resnets as resnet_module
 
 RNG = np.random.default_rng(0)
 CIFAR_TINY = dict(input_shape=(16, 16, 3))
@@ -35,7 +35,7 @@ def test_registry_lists_and_builds_by_name():
     assert zoo.list_models("*gresnet*") == ["gresnet101", "gresnet152", "gresnet200", "gresnet50", "gresnet_cifar", "gresnet_mlp", "wide_gresnet"]
     assert zoo.list_models("nothing*") == []
     model = zoo.get_model("gresnet_mlp", depth=4)
-    assert model.name == "gresnet_mlp_4" and len(gate_layers(model)) == 2
+    assert model.name == "gresnet_mlp" and len(gate_layers(model)) == 2  # the builder's name
 
 
 def test_unknown_model_name_suggests_close_names():
@@ -48,7 +48,7 @@ def test_unknown_model_name_suggests_close_names():
 @pytest.mark.parametrize("builder,millions", [
     (zoo.preact_resnet110, 1.7),   # HE Table 3 / architectures
     (zoo.preact_resnet164, 1.7),
-    (zoo.preact_resnet1001, 10.2),
+    pytest.param(zoo.preact_resnet1001, 10.2, marks=pytest.mark.integration),  # 333 units
     (zoo.wide_resnet, 36.5),       # WRN-28-10
 ])
 def test_parameter_counts_match_the_papers(builder, millions):
@@ -93,6 +93,7 @@ def test_cifar_layout_follows_he():
     assert zoo.resnet_cifar(depth=164, block="bottleneck").output.shape == (None, 10)
 
 
+@pytest.mark.integration
 def test_imagenet_layout_follows_he():
     model = zoo.preact_resnet152(input_shape=(64, 64, 3))
     units = [n for n in ("conv2", "conv3", "conv4", "conv5")]
@@ -218,9 +219,15 @@ def _tiny_kwargs(name):
     return dict(input_shape=(32, 32, 3))
 
 
-@pytest.mark.parametrize("name", [n for n in zoo.list_models() if not n.endswith("1001")]
-                         + [pytest.param("preact_resnet1001", marks=pytest.mark.slow),
-                            pytest.param("resnet1001", marks=pytest.mark.slow)])
+# Full-size ImageNet nets (101 to 200 layers) take seconds each to build.
+BIG = ("101", "152", "200")
+
+
+@pytest.mark.parametrize("name", [
+    n if not n.endswith(BIG) else pytest.param(n, marks=pytest.mark.integration)
+    for n in zoo.list_models() if not n.endswith("1001")
+] + [pytest.param("preact_resnet1001", marks=pytest.mark.slow),
+     pytest.param("resnet1001", marks=pytest.mark.slow)])
 def test_every_builder_builds_and_runs(name):
     model = zoo.get_model(name, **_tiny_kwargs(name))
     out = keras.ops.convert_to_numpy(model(random_inputs(model, batch=2), training=False))

@@ -1,17 +1,18 @@
-"""Gate layers and residual units (GR and HE), built on ``keras.ops`` only."""
+"""Gate layers, residual units (GR and HE) and graph helpers, built on
+``keras.ops`` only: the bottom of the package, importing nothing above it."""
 
+from keras_gresnet.layers.graph import all_layers, gate_layers
 from keras_gresnet.layers.merges import (
     GATE_FORMS,
     SHORTCUT_GATE_FORMS,
     ResidualGate,
     ScaledAdd,
     ShortcutGate,
-    all_layers,
-    gate_layers,
 )
 from keras_gresnet.layers.units import (
     BLOCKS,
     NAMINGS,
+    PREACT_UNITS,
     SHORTCUTS,
     SUBSAMPLES,
     UNITS,
@@ -26,6 +27,7 @@ __all__ = [
     "BLOCKS",
     "GATE_FORMS",
     "NAMINGS",
+    "PREACT_UNITS",
     "SHORTCUTS",
     "SHORTCUT_GATE_FORMS",
     "SUBSAMPLES",

@@ -21,8 +21,22 @@ def _check_pair(inputs, layer_name):
         )
 
 
+class _Merge(keras.layers.Layer):
+    """A layer of ``[shortcut, residual]`` whose output has the shortcut's
+    shape; ``get_config`` adds what :meth:`_config` returns."""
+
+    def compute_output_shape(self, input_shape):
+        return input_shape[0]
+
+    def _config(self):
+        return {}
+
+    def get_config(self):
+        return {**super().get_config(), **self._config()}
+
+
 @keras.saving.register_keras_serializable(package=PACKAGE)
-class ResidualGate(keras.layers.Layer):
+class ResidualGate(_Merge):
     """GR's scalar gate: one learned scalar ``k`` per block.
 
     With ``g = activation`` (ReLU in GR):
@@ -69,21 +83,13 @@ class ResidualGate(keras.layers.Layer):
         """The gate's current ``g(k)`` as a Python float."""
         return float(ops.convert_to_numpy(self.activation(self.k)))
 
-    def compute_output_shape(self, input_shape):
-        return input_shape[0]
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            form=self.form,
-            k_initial=self.k_initial,
-            activation=self._activation_name,
-        )
-        return config
+    def _config(self):
+        return dict(form=self.form, k_initial=self.k_initial,
+                    activation=self._activation_name)
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
-class ScaledAdd(keras.layers.Layer):
+class ScaledAdd(_Merge):
     """``u = shortcut_scale * shortcut + residual_scale * residual``.
 
     HE Table 1's "constant scaling" rows (0.5 on the shortcut, and optionally
@@ -100,19 +106,12 @@ class ScaledAdd(keras.layers.Layer):
         x, fx = inputs
         return self.shortcut_scale * x + self.residual_scale * fx
 
-    def compute_output_shape(self, input_shape):
-        return input_shape[0]
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            shortcut_scale=self.shortcut_scale, residual_scale=self.residual_scale
-        )
-        return config
+    def _config(self):
+        return dict(shortcut_scale=self.shortcut_scale, residual_scale=self.residual_scale)
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
-class ShortcutGate(keras.layers.Layer):
+class ShortcutGate(_Merge):
     """HE Table 1's data-dependent gates, ``g(x) = sigmoid(W_g x + b_g)``.
 
     ``g`` is a 1x1 convolution (a dense map over the channel axis, so it
@@ -169,28 +168,6 @@ class ShortcutGate(keras.layers.Layer):
             fx = g * fx
         return (1.0 - g) * shortcut + fx
 
-    def compute_output_shape(self, input_shape):
-        return input_shape[0]
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            form=self.form,
-            bias_initial=self.bias_initial,
-            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
-        )
-        return config
-
-
-def all_layers(model):
-    """Every layer of ``model``, a nested model before its own layers."""
-    for layer in model.layers:
-        yield layer
-        if hasattr(layer, "layers"):
-            yield from all_layers(layer)
-
-
-def gate_layers(model):
-    """Every :class:`ResidualGate` of ``model`` (nested models included), in
-    network order; ``gate.name`` is its block, ``gate.g`` its current g(k)."""
-    return [layer for layer in all_layers(model) if isinstance(layer, ResidualGate)]
+    def _config(self):
+        return dict(form=self.form, bias_initial=self.bias_initial,
+                    kernel_initializer=keras.initializers.serialize(self.kernel_initializer))

@@ -6,28 +6,44 @@ plus its architecture arguments, and is reachable by name::
 
     from keras_gresnet import zoo
     zoo.list_models("*gresnet*")
-    model = zoo.get_model("gresnet_cifar", n=5)
+    model = zoo.gresnet_cifar(n=5)
+    model = zoo.get_model("gresnet_mlp", depth=20, weights="mnist")
+
+Modules: :mod:`~keras_gresnet.zoo.registry` (names -> builders, depends on
+nothing), :mod:`~keras_gresnet.zoo.applications` (the Keras Applications
+arguments, input, head, weights), :mod:`~keras_gresnet.zoo.mlps` (GR's MNIST
+nets), :mod:`~keras_gresnet.zoo.resnets` (HE's, GR's and WRN's conv nets),
+:mod:`~keras_gresnet.zoo.presets` (preset folders, loading by name or path),
+:mod:`~keras_gresnet.zoo.summary` (the papers' figures of a model).
 """
 
-from keras_gresnet.zoo._base import summarize, transfer_weights, weight_entries
-from keras_gresnet.zoo._registry import get_model, list_models, model_builder, register_model
-from keras_gresnet.zoo._mlp import mlp
-from keras_gresnet.zoo._resnet import resnet
-from keras_gresnet.weights import from_preset, list_weights, save_preset
-
-# Every registered builder, e.g. ``zoo.gresnet_cifar``, ``zoo.preact_resnet164``.
-globals().update({name: model_builder(name) for name in list_models()})
+from keras_gresnet.weights import list_weights
+from keras_gresnet.weights.loading import transfer_weights
+from keras_gresnet.zoo.mlps import gated_plain_mlp, gresnet_mlp, mlp, plain_mlp, resnet_mlp
+from keras_gresnet.zoo.presets import (
+    from_preset, load_into, save_preset, source_model, weight_entries,
+)
+from keras_gresnet.zoo.registry import get_model, list_models, model_builder, register_model
+from keras_gresnet.zoo.resnets import (
+    gresnet50, gresnet101, gresnet152, gresnet200, gresnet_cifar, preact_resnet50,
+    preact_resnet101, preact_resnet110, preact_resnet152, preact_resnet164, preact_resnet200,
+    preact_resnet1001, resnet, resnet50, resnet101, resnet110, resnet152, resnet164, resnet200,
+    resnet1001, resnet_cifar, resnet_imagenet, wide_gresnet, wide_resnet,
+)
+from keras_gresnet.zoo.summary import summarize
 
 __all__ = [
     "from_preset",
     "get_model",
     "list_models",
     "list_weights",
+    "load_into",
     "mlp",
     "model_builder",
     "register_model",
     "resnet",
     "save_preset",
+    "source_model",
     "summarize",
     "transfer_weights",
     "weight_entries",

@@ -1,53 +1,31 @@
 """Name -> builder registry (timm style): every zoo builder is listable and
-constructible by name."""
+constructible by name. It depends on nothing; the builders register
+themselves and call their weight checks and loading explicitly."""
 
-import contextvars
 import fnmatch
-import functools
 import inspect
 import re
 
 _MODELS = {}
-# False while a registered builder runs: builders delegate to one another
-# (gresnet_cifar -> resnet_cifar), and only the outermost call sees the
-# arguments as the user, and a published weights entry, spelled them.
-_OUTERMOST = contextvars.ContextVar("keras_gresnet_outermost_builder", default=True)
 
 
-def register_model(fn=None, *, configs=None):
-    """Register a builder under its function name.
+def register_model(fn=None, *, configs=None, family=None):
+    """Register a builder under its function name; returns it unchanged.
 
     ``configs`` lists the builder's paper configurations as keyword dicts
-    (e.g. GR Table 1's depths); ``[{}]`` (the defaults) when omitted. A call
-    with ``weights=`` a published name first checks that the weights fit its
-    arguments (:func:`keras_gresnet.weights.check_fits`).
+    (e.g. GR Table 1's depths); ``[{}]`` (the defaults) when omitted.
+    ``family``: for a paper model that fixes some arguments of a more
+    general builder (``preact_resnet110`` of ``resnet_cifar``), that
+    builder's name, which error messages point to.
     """
 
     def wrap(fn):
         if fn.__name__ in _MODELS:
             raise ValueError(f"model {fn.__name__!r} is already registered")
-
-        @functools.wraps(fn)
-        def builder(*args, **kwargs):
-            if not _OUTERMOST.get():
-                return fn(*args, **kwargs)
-            token = _OUTERMOST.set(False)
-            try:
-                if kwargs.get("weights") is not None:
-                    # Published weights must fit these arguments; checked
-                    # before anything is built or downloaded.
-                    from keras_gresnet import weights
-
-                    resolved = weights.check_call(fn, args, kwargs)
-                    if resolved is not None:  # a dataset name -> its entry
-                        kwargs["weights"] = resolved
-                return fn(*args, **kwargs)
-            finally:
-                _OUTERMOST.reset(token)
-
-        builder.paper_configs = [dict(c) for c in (configs or [{}])]
-        _MODELS[fn.__name__] = builder
-        return builder
+        fn.paper_configs = [dict(c) for c in (configs or [{}])]
+        fn.family = family
+        _MODELS[fn.__name__] = fn
+        return fn
 
     return wrap(fn) if fn is not None else wrap
 
@@ -74,6 +52,7 @@ def model_builder(name):
 
 
 _BAD_CALL = re.compile(r"unexpected keyword argument|missing \d+ required|takes \d+ positional")
+_UNEXPECTED = re.compile(r"unexpected keyword argument '(\w+)'")
 
 
 def get_model(name, **kwargs):
@@ -89,6 +68,12 @@ def get_model(name, **kwargs):
     except TypeError as error:
         if not _BAD_CALL.search(str(error)):
             raise
+        unexpected = _UNEXPECTED.search(str(error))
+        family = _MODELS.get(getattr(builder, "family", None))
+        if unexpected and family and unexpected.group(1) in inspect.signature(family).parameters:
+            raise ValueError(
+                f"{name} fixes {unexpected.group(1)}; use {family.__name__} to change it"
+            ) from None
         raise ValueError(
             f"{error}; {name} takes {name}{inspect.signature(builder)} (see "
             f"help(keras_gresnet.zoo.{name}) for the arguments it passes on)"

@@ -1,10 +1,11 @@
-"""Looking inside the gates: gate values, residual blocks, layer pruning and
-pruning curves (GR Tables 1-2, Figures 5 and 7).
+"""GR's layer pruning: the residual blocks of a functional zoo model, a copy
+with some removed (no retraining), and the accuracy curve as blocks go.
 
 A residual block is found by its merge layer (``{prefix}gate``,
 ``{prefix}add`` or ``{prefix}shortcut_gate``); its layers are those named
-``{prefix}*``. Pruning a block rebuilds the model without its layers, the
-block's output replaced by its input (GR's layer removal: no retraining).
+``{prefix}*``. The graph is read from, and the pruned copy built from, the
+model's functional config (``get_config`` / ``from_config``, Keras' public
+serialization): removing a block rewires its consumers to its input.
 """
 
 import dataclasses
@@ -13,38 +14,14 @@ import keras
 import numpy as np
 
 from keras_gresnet._checks import check_choice, check_int
-from keras_gresnet.layers import ResidualGate, ScaledAdd, ShortcutGate, gate_layers
+from keras_gresnet.analysis.gates import block_prefix
+from keras_gresnet.layers import gate_layers
 
 ORDERS = ("greedy", "random")
-_MERGE_SUFFIXES = ("shortcut_gate", "gate", "add")
-
-
-def gate_values(model):
-    """Every gate's ``k`` and ``g(k)`` in network order: a list of dicts
-    ``{"index", "block", "layer", "k", "g"}`` (``block`` is the name prefix
-    shared by the block's layers, e.g. ``"conv3_block2"`` or ``"block7"``)."""
-    return [
-        dict(index=i, block=_prefix(gate.name).rstrip("_"), layer=gate.name,
-             k=float(keras.ops.convert_to_numpy(gate.k)), g=gate.g)
-        for i, gate in enumerate(gate_layers(model))
-    ]
-
-
-def _prefix(merge_name):
-    for suffix in _MERGE_SUFFIXES:
-        if merge_name.endswith(suffix):
-            return merge_name[: -len(suffix)]
-    raise ValueError(f"{merge_name!r} is not a residual merge layer")
-
-
-def _node(layer):
-    nodes = layer._inbound_nodes
-    if len(nodes) != 1:
-        raise ValueError(
-            f"layer {layer.name!r} is called {len(nodes)} times; pruning needs a "
-            f"functional model whose layers are each used once (a zoo model)"
-        )
-    return nodes[0]
+# Merge layers by class: GR's gate, HE's scaling and shortcut gates; a plain
+# residual block merges with an ``Add`` named ``{prefix}add``.
+_MERGE_CLASSES = ("ResidualGate", "ScaledAdd", "ShortcutGate")
+_TENSOR = "__keras_tensor__"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,36 +44,82 @@ class Block:
     removable: bool
 
 
+def _references(value):
+    """Every ``(layer, node, tensor)`` a serialized call argument refers to."""
+    if isinstance(value, dict):
+        if value.get("class_name") == _TENSOR:
+            return [tuple(value["config"]["keras_history"])]
+        return [ref for v in value.values() for ref in _references(v)]
+    if isinstance(value, (list, tuple)):
+        return [ref for v in value for ref in _references(v)]
+    return []
+
+
+def _rewire(value, bypass):
+    """A serialized call argument with references to a removed block's
+    output replaced by references to the block's input."""
+    if isinstance(value, dict):
+        if value.get("class_name") == _TENSOR:
+            ref = tuple(value["config"]["keras_history"])
+            while ref in bypass:
+                ref = bypass[ref]
+            return {**value, "config": {**value["config"], "keras_history": list(ref)}}
+        return {k: _rewire(v, bypass) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_rewire(v, bypass) for v in value]
+    return value
+
+
+def _graph(model):
+    """``(config, {layer name: its references})`` of a functional ``model``
+    whose layers are each called once (every zoo model)."""
+    if not isinstance(model, keras.Model) or not all(
+            hasattr(model, key) for key in ("inputs", "outputs")):
+        raise ValueError(f"pruning needs a functional Keras model, got {model!r}")
+    config = model.get_config()
+    if "layers" not in config or "output_layers" not in config:
+        raise ValueError(f"{model.name!r} is not a functional model: pruning needs one "
+                         f"(a zoo model)")
+    refs = {}
+    for layer in config["layers"]:
+        nodes = layer["inbound_nodes"]
+        if len(nodes) > 1:
+            raise ValueError(
+                f"layer {layer['name']!r} is called {len(nodes)} times; pruning needs a "
+                f"functional model whose layers are each used once (a zoo model)")
+        refs[layer["name"]] = _references(nodes)
+    return config, refs
+
+
 def _is_merge(layer):
-    if isinstance(layer, (ResidualGate, ScaledAdd, ShortcutGate)):
-        return True
-    return isinstance(layer, keras.layers.Add) and layer.name.endswith("_add")
+    return layer["class_name"] in _MERGE_CLASSES or (
+        layer["class_name"] == "Add" and layer["name"].endswith("_add"))
 
 
 def _blocks(model):
-    """``(Block, input tensor, output tensor)`` for every block of ``model``."""
-    layers = model.layers
+    """``(Block, input reference, output reference)`` for every block."""
+    config, refs = _graph(model)
+    names = [layer["name"] for layer in config["layers"]]
     found = []
-    for merge in (layer for layer in layers if _is_merge(layer)):
-        prefix = _prefix(merge.name)
-        members = [layer for layer in layers if layer.name.startswith(prefix)]
-        names = {layer.name for layer in members}
-        consumed = {id(t) for m in members for t in _node(m).arguments.keras_tensors}
-        inputs = {id(t): t for m in members for t in _node(m).arguments.keras_tensors
-                  if t._keras_history.operation.name not in names}
-        outputs = [m.output for m in members if id(m.output) not in consumed]
+    for merge in (layer for layer in config["layers"] if _is_merge(layer)):
+        prefix = block_prefix(merge["name"])
+        members = [n for n in names if n.startswith(prefix)]
+        inside = set(members)
+        consumed = {ref[0] for n in members for ref in refs[n]}
+        inputs = {ref for n in members for ref in refs[n] if ref[0] not in inside}
+        outputs = [n for n in members if n not in consumed]
         if len(inputs) != 1 or len(outputs) != 1:
             continue  # not a single-input, single-output block
-        (block_input,), (block_output,) = inputs.values(), outputs
-        removable = tuple(block_input.shape) == tuple(block_output.shape) and not any(
-            name.endswith("_0_conv") for name in names)
+        (block_input,), output = inputs, (outputs[0], 0, 0)
+        in_shape = tuple(model.get_layer(block_input[0]).output.shape)
+        out_shape = tuple(model.get_layer(output[0]).output.shape)
+        removable = in_shape == out_shape and not any(n.endswith("_0_conv") for n in members)
         block = Block(
-            index=len(found), name=prefix.rstrip("_"),
-            layers=tuple(m.name for m in members),
-            gate=merge.name if isinstance(merge, ResidualGate) else None,
+            index=len(found), name=prefix.rstrip("_"), layers=tuple(members),
+            gate=merge["name"] if merge["class_name"] == "ResidualGate" else None,
             removable=removable,
         )
-        found.append((block, block_input, block_output))
+        found.append((block, block_input, output))
     return found
 
 
@@ -106,8 +129,8 @@ def residual_blocks(model):
 
 
 def _resolve_blocks(model, blocks):
-    """``{id(output): input}`` tensors and layer names of the ``blocks`` to
-    remove (names, indices or :class:`Block`); checks they can go."""
+    """``{output reference: input reference}`` and layer names of the
+    ``blocks`` to remove (names, indices or :class:`Block`); checks they can go."""
     found = _blocks(model)
     by_name = {b.name: (b, i, o) for b, i, o in found}
     bypass, skip = {}, set()
@@ -132,14 +155,14 @@ def _resolve_blocks(model, blocks):
                 f"Unknown block {block!r}; accepted: a block index or a name such as "
                 f"{', '.join(names[:5])}{'...' if len(names) > 5 else ''}")
         b, block_input, block_output = entry
-        if id(block_output) in bypass:
+        if block_output in bypass:
             raise ValueError(f"block {b.name!r} is named more than once; name each block "
                              f"once")
         if not b.removable:
             raise ValueError(
                 f"block {b.name!r} changes the shape of its input (projection "
                 f"shortcut): removing it would break the network")
-        bypass[id(block_output)] = block_input
+        bypass[block_output] = block_input
         skip.update(b.layers)
     return bypass, skip
 
@@ -155,28 +178,29 @@ def prune(model, blocks, *, name=None):
         ValueError: an unknown block, or one that changes shape (projection).
     """
     bypass, skip = _resolve_blocks(model, blocks)
-    inputs = [keras.Input(shape=t.shape[1:], dtype=t.dtype,
-                          name=t._keras_history.operation.name) for t in model.inputs]
-    tensors = {id(source): target for source, target in zip(model.inputs, inputs)}
-    for layer in model.layers:
-        if isinstance(layer, keras.layers.InputLayer):
-            continue
-        node = _node(layer)
-        if layer.name in skip:
-            for out in node.outputs:
-                if id(out) in bypass:  # the block's output becomes its input
-                    tensors[id(out)] = tensors[id(bypass[id(out)])]
-            continue
-        args, kwargs = node.arguments.fill_in(tensors)
-        clone = layer.__class__.from_config(layer.get_config())
-        outputs = clone(*args, **kwargs)
-        clone.set_weights(layer.get_weights())
-        for source, target in zip(node.outputs, keras.tree.flatten(outputs)):
-            tensors[id(source)] = target
-    outputs = [tensors[id(t)] for t in model.outputs]
-    return keras.Model(inputs[0] if len(inputs) == 1 else inputs,
-                       outputs[0] if len(outputs) == 1 else outputs,
-                       name=name or f"{model.name}_pruned{len(bypass)}")
+    config = model.get_config()
+    config["name"] = name or f"{model.name}_pruned{len(bypass)}"
+    config["layers"] = [
+        dict(layer, inbound_nodes=_rewire(layer["inbound_nodes"], bypass))
+        for layer in config["layers"] if layer["name"] not in skip
+    ]
+    config["output_layers"] = _rewire_refs(config["output_layers"], bypass)
+    pruned = model.__class__.from_config(config)
+    for layer in pruned.layers:
+        if layer.weights:
+            layer.set_weights(model.get_layer(layer.name).get_weights())
+    return pruned
+
+
+def _rewire_refs(refs, bypass):
+    """``output_layers`` (one ``[layer, node, tensor]`` or a list of them),
+    rewired like the layers' arguments."""
+    if refs and isinstance(refs[0], str):
+        ref = tuple(refs)
+        while ref in bypass:
+            ref = bypass[ref]
+        return list(ref)
+    return [_rewire_refs(r, bypass) for r in refs]
 
 
 def _arrays(data):

@@ -1,19 +1,21 @@
-"""Training across machines with ``tf.distribute.MultiWorkerMirroredStrategy``.
+"""Training across machines: the loop of ``strategy="multi_worker"``
+(``tf.distribute.MultiWorkerMirroredStrategy``), and the collective ops it needs.
 
 ``model.fit`` does not run under MultiWorkerMirroredStrategy with Keras 3.15
 and TensorFlow 2.21: its symbolic build fails ("Attempt to convert a value
 (PerReplica...) to a Tensor"), and past that its metric reduction does. So
 :func:`keras_gresnet.training.train` keeps ``model.fit`` on one device and
-under MirroredStrategy, and for ``strategy="multi_worker"`` runs
-:class:`Trainer`. It uses the same model, recipe, optimizer, callbacks and run
-folder. Its training step is written with ``strategy.run`` and
-``tf.GradientTape``. The Keras optimizer's ``apply_gradients`` sums the
+under MirroredStrategy (:mod:`keras_gresnet.training.fitting`), and for
+``strategy="multi_worker"`` runs :class:`Trainer` (through
+:class:`MultiWorkerLoop`). It uses the same model, recipe, optimizer,
+callbacks and run folder. Its training step is written with ``strategy.run``
+and ``tf.GradientTape``. The Keras optimizer's ``apply_gradients`` sums the
 gradients over all replicas with TensorFlow's collective ops, as it does
 under ``fit``.
 
-Cluster: configured the TensorFlow way, by ``TF_CONFIG``. ``workers`` and
-``worker_index`` (``--workers host:port,... --worker-index i``) write it for
-you. The chief is task ``chief``, or worker 0 where there is none.
+Cluster: :func:`resolve_cluster` and :func:`make_strategy`
+(:mod:`keras_gresnet.training.strategies`, whose names this module also
+carries).
 
 Data (:func:`distribute`): every worker builds the same seeded pipeline of
 global batches, and ``tf.data``'s ``AutoShardPolicy.DATA`` gives each worker
@@ -29,25 +31,17 @@ and the others' zeros). So the workers need no shared file system, and a
 restarted job resumes from the chief's last backup.
 """
 
-import dataclasses
-import json
 import math
-import os
-import re
-import signal
-import socket
-import threading
 import weakref
 
 import keras
 import tensorflow as tf
 
-from keras_gresnet._checks import check_int
 from keras_gresnet.layers import all_layers
+from keras_gresnet.training.strategies import (  # noqa: F401 (the cluster's names, here too)
+    TRAINING_JOBS, Cluster, local_workers, make_strategy, parse_workers, resolve_cluster,
+)
 
-# Roles of TF_CONFIG's tasks that train; the chief, if any, counts as a worker.
-TRAINING_JOBS = ("chief", "worker")
-_ADDRESS = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
 # Errors of a collective op whose peer died or stopped answering.
 _PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError,
                 tf.errors.CancelledError, tf.errors.DeadlineExceededError)
@@ -55,177 +49,6 @@ _PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError,
 
 class WorkerLost(RuntimeError):
     """Another worker died or stopped answering during a collective op."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Cluster:
-    """One process's view of the cluster, as ``TF_CONFIG`` describes it.
-
-    Attributes:
-        jobs: ``{"chief": [address], "worker": [address, ...]}``.
-        task_type: ``"chief"`` or ``"worker"``.
-        task_index: this process's index within its job.
-    """
-
-    jobs: dict
-    task_type: str
-    task_index: int
-
-    @property
-    def num_workers(self):
-        return sum(len(self.jobs.get(job, ())) for job in TRAINING_JOBS)
-
-    @property
-    def is_chief(self):
-        """The chief task, or worker 0 when there is no chief."""
-        if "chief" in self.jobs:
-            return self.task_type == "chief"
-        return self.task_index == 0
-
-    def tf_config(self):
-        """The ``TF_CONFIG`` dict of this process."""
-        return {"cluster": {job: list(addresses) for job, addresses in self.jobs.items()},
-                "task": {"type": self.task_type, "index": self.task_index}}
-
-
-def parse_workers(workers):
-    """``"host:port,host:port"`` (or a list of them) -> a tuple of addresses."""
-    items = workers.split(",") if isinstance(workers, str) else workers
-    try:
-        items = [str(item).strip() for item in items]
-    except TypeError:
-        items = None
-    if not items or not all(items):
-        raise ValueError(
-            f"workers must be host:port addresses separated by commas, e.g. "
-            f"'10.0.0.1:12345,10.0.0.2:12345', got {workers!r}"
-        )
-    for item in items:
-        match = _ADDRESS.match(item)
-        if not match or not 0 < int(match.group(2)) < 65536:
-            raise ValueError(
-                f"workers: {item!r} is not a host:port address (port 1-65535), e.g. "
-                f"'10.0.0.1:12345'"
-            )
-    if len(set(items)) != len(items):
-        raise ValueError(f"workers lists an address twice: {workers!r}")
-    return tuple(items)
-
-
-def local_workers(count):
-    """``"127.0.0.1:p1,127.0.0.1:p2,..."``: ``count`` ports that were free a
-    moment ago, for a cluster on this machine (tests, benchmarks, trying it)."""
-    check_int(count, "count", 1)
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return ",".join(f"127.0.0.1:{s.getsockname()[1]}" for s in sockets)
-    finally:
-        for s in sockets:
-            s.close()
-
-
-def _cluster_from_tf_config(text):
-    try:
-        spec = json.loads(text)
-        jobs, task = spec["cluster"], spec["task"]
-        task_type, task_index = task["type"], task["index"]
-    except (json.JSONDecodeError, KeyError, TypeError) as error:
-        raise ValueError(
-            f"TF_CONFIG must be JSON like {{\"cluster\": {{\"worker\": [\"host:port\", "
-            f"...]}}, \"task\": {{\"type\": \"worker\", \"index\": 0}}}}; it is "
-            f"{text!r} ({error})"
-        ) from None
-    if not isinstance(jobs, dict):
-        raise ValueError(f"TF_CONFIG's cluster must map job names to address lists, "
-                         f"got {jobs!r}")
-    others = sorted(set(jobs) - set(TRAINING_JOBS))
-    if others:
-        raise ValueError(
-            f"TF_CONFIG's cluster has jobs {others}: MultiWorkerMirroredStrategy "
-            f"trains with 'chief' and 'worker' tasks only"
-        )
-    jobs = {job: parse_workers(addresses) for job, addresses in jobs.items()}
-    if len(jobs.get("chief", ())) > 1:
-        raise ValueError(f"TF_CONFIG's cluster has {len(jobs['chief'])} chiefs; at most "
-                         f"one is allowed")
-    if task_type not in jobs:
-        raise ValueError(f"TF_CONFIG's task type {task_type!r} is not a job of its "
-                         f"cluster {sorted(jobs)}")
-    if not isinstance(task_index, int) or not 0 <= task_index < len(jobs[task_type]):
-        raise ValueError(
-            f"TF_CONFIG's task index must be 0..{len(jobs[task_type]) - 1} for job "
-            f"{task_type!r}, got {task_index!r}"
-        )
-    return Cluster(jobs, task_type, task_index)
-
-
-def resolve_cluster(workers=None, worker_index=None, environ=None):
-    """The :class:`Cluster` of this process, or ``None`` when none is
-    configured.
-
-    ``workers`` (``"host:port,..."``, the same list on every worker) with
-    ``worker_index`` (this worker's position in it) describe a cluster of
-    plain workers, worker 0 being the chief. Without them, ``TF_CONFIG`` is
-    read from ``environ`` (default ``os.environ``). Giving both, differently,
-    is an error.
-    """
-    environ = os.environ if environ is None else environ
-    if (workers is None) != (worker_index is None):
-        raise ValueError(
-            "workers and worker_index go together: pass --workers host:port,... "
-            "--worker-index i (the same list on every worker, i its position in it)"
-        )
-    from_env = environ.get("TF_CONFIG")
-    if workers is None:
-        return _cluster_from_tf_config(from_env) if from_env else None
-    addresses = parse_workers(workers)
-    index = check_int(worker_index, "worker_index", 0)
-    if index >= len(addresses):
-        raise ValueError(
-            f"worker_index must be 0..{len(addresses) - 1} (a position in workers), "
-            f"got {worker_index!r}"
-        )
-    cluster = Cluster({"worker": addresses}, "worker", index)
-    if from_env and _cluster_from_tf_config(from_env) != cluster:
-        raise ValueError(
-            "TF_CONFIG is set and describes another cluster than workers/worker_index; "
-            "give one of them (unset TF_CONFIG to use --workers)"
-        )
-    return cluster
-
-
-_STRATEGIES = {}
-
-
-def make_strategy(cluster):
-    """The process's ``MultiWorkerMirroredStrategy`` for ``cluster``.
-
-    Sets ``TF_CONFIG``. TensorFlow's collective ops can be set up only once
-    per process, so the strategy is created once and reused. Create it before
-    any other TensorFlow op runs. It waits until every worker has joined;
-    while it waits, TensorFlow ignores SIGTERM (stop it with SIGINT or
-    SIGKILL), and afterwards SIGTERM stops the process again.
-    """
-    config = json.dumps(cluster.tf_config(), sort_keys=True)
-    if config not in _STRATEGIES:
-        if _STRATEGIES:
-            raise ValueError(
-                "this process already joined another cluster; TensorFlow sets up "
-                "collective ops once per process (start a new process)"
-            )
-        os.environ["TF_CONFIG"] = config
-        handler = signal.getsignal(signal.SIGTERM)
-        _STRATEGIES[config] = tf.distribute.MultiWorkerMirroredStrategy()
-        # TensorFlow's preemption notifier has now replaced the SIGTERM
-        # handler with one that logs "SIGTERM caught" and carries on, so a
-        # plain `kill` or a scheduler could not stop a worker. Reinstall the
-        # handler Python had (by default: terminate). Every file a run writes
-        # is atomic, and the job resumes from its last backup.
-        if handler is not None and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, handler)
-    return _STRATEGIES[config]
 
 
 def _local_replicas(strategy):
@@ -478,20 +301,8 @@ class Trainer:
             iterator = iter(train)
             for epoch in range(initial_epoch, epochs):
                 callbacks.on_epoch_begin(epoch)
-                loss_sum = correct_sum = seen = 0.0
-                for step in range(steps_per_epoch):
-                    callbacks.on_train_batch_begin(step)
-                    size = min(global_batch_size, num_examples - step * global_batch_size)
-                    totals, regularization = self._train_step(
-                        iterator, tf.constant(size, tf.float32))
-                    cross_entropy, correct = (float(x) for x in totals.numpy())
-                    loss_sum += cross_entropy + size * float(regularization)
-                    correct_sum += correct
-                    seen += size
-                    logs = {"loss": loss_sum / seen, "accuracy": correct_sum / seen}
-                    callbacks.on_train_batch_end(step, logs)
-                    if model.stop_training:
-                        break
+                logs = self._train_epoch(iterator, callbacks, steps_per_epoch, num_examples,
+                                         global_batch_size)
                 epoch_logs = dict(logs)
                 if validation_data is not None and not model.stop_training:
                     epoch_logs.update({f"val_{k}": v
@@ -504,3 +315,74 @@ class Trainer:
             raise _lost(error) from None
         return logs
 
+    def _train_epoch(self, iterator, callbacks, steps_per_epoch, num_examples,
+                     global_batch_size):
+        """One epoch's steps (fewer if a callback stops training); returns
+        its logs: the loss and accuracy over the examples seen."""
+        loss_sum = correct_sum = seen = 0.0
+        logs = {}
+        for step in range(steps_per_epoch):
+            callbacks.on_train_batch_begin(step)
+            size = min(global_batch_size, num_examples - step * global_batch_size)
+            totals, regularization = self._train_step(iterator, tf.constant(size, tf.float32))
+            cross_entropy, correct = (float(x) for x in totals.numpy())
+            loss_sum += cross_entropy + size * float(regularization)
+            correct_sum += correct
+            seen += size
+            logs = {"loss": loss_sum / seen, "accuracy": correct_sum / seen}
+            callbacks.on_train_batch_end(step, logs)
+            if self.model.stop_training:
+                break
+        return logs
+
+
+class MultiWorkerLoop:
+    """What :func:`keras_gresnet.training.train` does on a cluster: join it,
+    agree on the run folder, give every worker the chief's state, then train
+    and test with :class:`Trainer`. Made by :meth:`join`; ``chief``: whether
+    this process is the chief (the only one that reads and writes the run
+    folder)."""
+
+    def __init__(self, strategy, chief):
+        self.strategy = strategy
+        self.chief = chief
+        self.trainer = None
+
+    @classmethod
+    def join(cls, cluster, check_folder, out):
+        """Start the multi-worker strategy (before any other TensorFlow op, as
+        it requires); the chief calls ``check_folder()`` (``True``: the run in
+        ``out`` resumes; ``ValueError``: refused) and every worker learns its
+        verdict. Returns ``(loop, resumed)``."""
+        strategy = make_strategy("multi_worker", cluster)
+        chief, refusal, resumed = cluster.is_chief, None, False
+        if chief:
+            try:
+                resumed = check_folder()
+            except ValueError as error:
+                refusal = error
+        (accepted,) = broadcast_from_chief(strategy, [float(refusal is None)], chief)
+        if refusal is not None:
+            raise refusal
+        if not float(accepted):
+            raise ValueError(f"the chief refused the run folder {str(out)!r}; its error "
+                             f"message says why")
+        return cls(strategy, chief), resumed
+
+    def check_data(self, num_examples, global_batch_size):
+        """Refuse an epoch that would leave a replica without an example."""
+        check_last_batch(num_examples, global_batch_size, self.strategy.num_replicas_in_sync)
+
+    def prepare(self, model, initial_epoch):
+        """Take the built, compiled ``model`` and give every worker the chief's
+        weights, optimizer state and ``initial_epoch``; returns that epoch."""
+        self.trainer = Trainer(model, self.strategy, self.chief)
+        return broadcast_state(self.strategy, model, initial_epoch, self.chief)
+
+    def evaluate(self, dataset):
+        """``{"loss", "accuracy"}`` of the chief's model (:meth:`Trainer.evaluate`)."""
+        return self.trainer.evaluate(dataset)
+
+    def fit(self, dataset, *, verbose, **kwargs):
+        """:meth:`Trainer.fit`; only the chief shows progress."""
+        self.trainer.fit(dataset, verbose=verbose if self.chief else 0, **kwargs)

@@ -1,36 +1,34 @@
 """What every zoo builder shares: the Keras Applications arguments, their
-checks (made before any layer is built), the input and the classifier head."""
-
-import math
+checks (made before any layer is built), the input, the classifier head, and
+the weights: checked first, loaded last."""
 
 import keras
 
-from keras_gresnet import weights as published
 from keras_gresnet._checks import check_int
-from keras_gresnet.layers import ResidualGate
+from keras_gresnet.weights import fitting
+from keras_gresnet.zoo import presets
 
 POOLINGS = (None, "avg", "max")
 
 
-def weight_entries():
-    """Published weight entries, ``{name: entry}``, each entry naming its
-    ``builder`` (:func:`keras_gresnet.weights.list_weights`)."""
-    return {entry["name"]: entry for entry in published.list_weights()}
+def builder_arguments(builder, call):
+    """A public builder's arguments, checked and completed before anything
+    is built: ``weights`` resolved (:func:`keras_gresnet.weights.resolve`: a
+    published name or dataset name becomes its registry entry, after the
+    check that it fits these arguments) and ``name`` defaulted to the
+    builder's name. ``call`` is the builder's ``locals()`` on entry."""
+    call = dict(call)
+    call["weights"] = fitting.resolve(builder, call)
+    if call.get("name") is None:
+        call["name"] = builder.__name__
+    return call
 
 
-def check_weights(weights, builder):
-    """``weights=`` of ``builder``: ``None``, one of its published names, or a
-    path to a ``.keras`` / ``.weights.h5`` file (or a preset folder); a
-    ``ValueError`` names what is accepted. Returns the registry entry of a
-    name (its input shape is the default), else ``None``."""
-    return published.check_argument(weights, builder)
-
-
-def load_requested_weights(model, weights, *, include_top, classes):
+def load_weights(model, weights, *, include_top, classes):
     """Load what ``weights=`` asked for into the freshly built ``model`` (the
     last step of every builder); returns ``model``."""
     if weights is not None:
-        published.load_into(model, weights, include_top=include_top, classes=classes)
+        presets.load_into(model, weights, include_top=include_top, classes=classes)
     return model
 
 
@@ -89,7 +87,11 @@ def check_common(
             f"classifier_activation must be None or a Keras activation name or "
             f"callable (e.g. 'softmax'), got {classifier_activation!r}"
         ) from None
-    entry = check_weights(weights, builder)
+    # A public builder resolved a name to its entry (builder_arguments);
+    # a generic builder called directly takes None or a path.
+    entry = weights if isinstance(weights, dict) else None
+    if entry is None:
+        fitting.check_argument(weights, builder)
     if input_shape is None and input_tensor is not None:
         input_shape = tuple(input_tensor.shape[1:])
     if input_shape is None:  # Keras Applications: the weights decide the default
@@ -159,53 +161,3 @@ def head(x, *, include_top, pooling, classes, classifier_activation, spatial=Tru
     if spatial and pooling == "max":
         return keras.layers.GlobalMaxPooling2D(name="max_pool")(x)
     return x
-
-
-def transfer_weights(source, target, *, skip_missing=True, exclude=()):
-    """Copy weights from ``source`` to ``target`` layer by layer, matched by
-    name (the zoo's names are systematic, so a gated model and its ungated
-    twin, or a model and its pruned copy, share them).
-
-    Layers of ``target`` absent from ``source`` (e.g. the gates) keep their
-    weights when ``skip_missing``; otherwise they raise. Layers named in
-    ``exclude`` (e.g. a new ``predictions`` head) are left as they are.
-    Returns the names of the layers copied. Shapes must agree.
-    """
-    copied = []
-    source_layers = {layer.name: layer for layer in source.layers}
-    for layer in target.layers:
-        if not layer.weights or layer.name in exclude:
-            continue
-        src = source_layers.get(layer.name)
-        if src is None:
-            if skip_missing:
-                continue
-            raise ValueError(f"source model has no layer named {layer.name!r}")
-        src_shapes = [tuple(w.shape) for w in src.weights]
-        dst_shapes = [tuple(w.shape) for w in layer.weights]
-        if src_shapes != dst_shapes:
-            raise ValueError(
-                f"layer {layer.name!r}: source weights {src_shapes} do not fit "
-                f"target weights {dst_shapes}"
-            )
-        layer.set_weights(src.get_weights())
-        copied.append(layer.name)
-    return copied
-
-
-def summarize(model):
-    """The figures the papers quote for a model: ``depth`` (weighted layers on
-    the main path, i.e. convs and dense layers except projection shortcuts),
-    ``gates`` (GR's scalar gates), ``params`` (trainable, as the papers count)
-    and ``total_params`` (with BatchNorm's moving statistics)."""
-    depth = gates = 0
-    for layer in model.layers:
-        if isinstance(layer, (keras.layers.Conv2D, keras.layers.Dense)):
-            depth += not layer.name.endswith("_0_conv")
-        gates += isinstance(layer, ResidualGate)
-    return dict(
-        depth=depth,
-        gates=gates,
-        params=sum(math.prod(w.shape) for w in model.trainable_weights),
-        total_params=model.count_params(),
-    )

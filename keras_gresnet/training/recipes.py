@@ -3,7 +3,7 @@
 A :class:`Recipe` holds one paper's optimizer, learning-rate schedule,
 length, batch size, weight decay, preprocessing and augmentation::
 
-    from keras_gresnet import recipes
+    from keras_gresnet.training import recipes
     recipe = recipes.get_recipe("preact_cifar", epochs=10)  # a quick run
     recipe.apply_to(model)                # weight decay, BN momentum
     model.compile(optimizer=recipe.optimizer(steps_per_epoch), ...)
@@ -25,7 +25,9 @@ import types
 
 import keras
 
-from keras_gresnet._checks import PREPROCESSINGS
+from keras_gresnet._checks import (  # noqa: F401 (MAX_COUNT: the largest count a field takes)
+    MAX_COUNT, PREPROCESSINGS, check_count, check_listed, check_number, fail, is_real,
+)
 from keras_gresnet.optimizers import OPTIMIZERS
 from keras_gresnet.layers import all_layers, gate_layers
 
@@ -47,37 +49,9 @@ def _optimizer_classes():
     }
 
 
-def _fail(field, value, expected):
-    raise ValueError(f"Recipe field {field}={value!r}: expected {expected}")
-
-
-def _check_choice_field(field, value, choices):
-    if value not in choices:
-        _fail(field, value, f"one of {', '.join(map(repr, choices))}")
-
-
-def _is_real(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _check_number(field, value, low, high):
-    """``value`` must be a real number, ``> low`` and ``< high`` where given,
-    and ``>= 0`` when ``low`` is ``None``."""
-    if not _is_real(value) or not math.isfinite(value):
-        _fail(field, value, "a number (finite)")
-    if (value <= low if low is not None else value < 0) or (high is not None and value >= high):
-        lower = f"> {low}" if low is not None else ">= 0"
-        _fail(field, value, f"a number {lower}" + (f" and < {high}" if high is not None else ""))
-
-
-# Counts (epochs, steps, batch size) far past any run, but within what
-# TensorFlow's int64 step counters and tf.data ranges take.
-MAX_COUNT = 2**31 - 1
-
-
-def _check_integer(field, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= MAX_COUNT:
-        _fail(field, value, f"an integer >= {minimum} (and <= {MAX_COUNT})")
+def _field(name):
+    """How an error names the recipe's field ``name``."""
+    return f"Recipe field {name}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,13 +113,13 @@ class Recipe:
         classes = _optimizer_classes()
         cls = classes.get(str(self.optimizer_name).lower())
         if cls is None:
-            _fail("optimizer_name", self.optimizer_name, f"one of {sorted(classes)}")
+            fail(_field("optimizer_name"), self.optimizer_name, f"one of {sorted(classes)}")
         accepted = set(inspect.signature(cls).parameters) - {"learning_rate", "kwargs"}
         unknown = sorted(set(self.optimizer_kwargs) - accepted)
         if unknown:
-            _fail("optimizer_kwargs", unknown, f"arguments of {cls.__name__}: {sorted(accepted)}")
-        _check_choice_field("lr_milestone_unit", self.lr_milestone_unit, MILESTONE_UNITS)
-        _check_choice_field("preprocessing", self.preprocessing, PREPROCESSINGS)
+            fail(_field("optimizer_kwargs"), unknown, f"arguments of {cls.__name__}: {sorted(accepted)}")
+        check_listed(self.lr_milestone_unit, _field("lr_milestone_unit"), MILESTONE_UNITS)
+        check_listed(self.preprocessing, _field("preprocessing"), PREPROCESSINGS)
         for field, low, high in (
             ("learning_rate", 0, None),
             ("lr_factor", 0, None),
@@ -153,19 +127,19 @@ class Recipe:
             ("dropout", None, 1),
             ("bn_momentum", None, 1),
         ):
-            _check_number(field, getattr(self, field), low, high)
+            check_number(getattr(self, field), _field(field), low, high)
         for field, minimum in (("epochs", 1), ("batch_size", 1), ("warmup_steps", 0)):
-            _check_integer(field, getattr(self, field), minimum)
+            check_count(getattr(self, field), _field(field), minimum)
         if self.max_steps is not None:
-            _check_integer("max_steps", self.max_steps, 1)
+            check_count(self.max_steps, _field("max_steps"), 1)
         if self.warmup_steps:
-            _check_number("warmup_lr", self.warmup_lr, 0, None)
+            check_number(self.warmup_lr, _field("warmup_lr"), 0)
         milestones = self.lr_milestones
         fraction = self.lr_milestone_unit == "fraction"
         for m in milestones:
-            _check_number("lr_milestones", m, 0, 1 if fraction else None)
+            check_number(m, _field("lr_milestones"), 0, 1 if fraction else None)
         if any(b <= a for a, b in zip(milestones, milestones[1:])):
-            _fail("lr_milestones", milestones, "increasing values")
+            fail(_field("lr_milestones"), milestones, "increasing values")
 
     # -- length and schedule -------------------------------------------------
 
@@ -198,7 +172,7 @@ class Recipe:
     def learning_rate_schedule(self, steps_per_epoch):
         """The recipe's step schedule as a (built-in, serializable)
         ``keras.optimizers.schedules.PiecewiseConstantDecay``, warm-up included."""
-        _check_integer("steps_per_epoch", steps_per_epoch, 1)
+        check_count(steps_per_epoch, _field("steps_per_epoch"), 1)
         starts = self.milestone_steps(steps_per_epoch)
         values = [self.learning_rate * self.lr_factor**i for i in range(len(starts) + 1)]
         if self.warmup_steps:
@@ -278,25 +252,17 @@ RECIPES = {
         "Nesterov 0.9, lr 0.1 /10 at 50% and 75% of the epochs, wd 1e-4, BN "
         "momentum 0.9, mean subtraction, pad-4 crop + flip, batch 128",
     ),
-    "wrn_cifar": Recipe(
-        name="wrn_cifar",
-        optimizer_name="sgd",
-        optimizer_kwargs=dict(momentum=0.9, nesterov=True),
-        learning_rate=0.1,
-        lr_milestones=(0.3, 0.6, 0.8),  # epochs 60, 120, 160 of 200
-        lr_factor=0.2,
-        epochs=200,
-        batch_size=128,
-        weight_decay=5e-4,
-        preprocessing="meanstd",
-        augment=True,
-        dropout=0.3,
-        bn_momentum=0.9,
-        citation="WRN's recipe (GR Tables 3-4): SGD Nesterov 0.9, lr 0.1 x0.2 at "
-        "epochs 60, 120, 160 of 200, wd 5e-4, dropout 0.3, mean/std, pad-4 crop "
-        "+ flip, batch 128",
-    ),
 }
+# WRN's recipe: HE's CIFAR SGD with WRN's schedule, weight decay, statistics
+# and dropout.
+RECIPES["wrn_cifar"] = dataclasses.replace(
+    RECIPES["preact_cifar"], name="wrn_cifar",
+    lr_milestones=(0.3, 0.6, 0.8), lr_factor=0.2, epochs=200,  # x0.2 at epochs 60, 120, 160
+    weight_decay=5e-4, preprocessing="meanstd", dropout=0.3,
+    citation="WRN's recipe (GR Tables 3-4): SGD Nesterov 0.9, lr 0.1 x0.2 at "
+    "epochs 60, 120, 160 of 200, wd 5e-4, dropout 0.3, mean/std, pad-4 crop "
+    "+ flip, batch 128",
+)
 # HE's own iteration-based form of the pre-activation recipe (/10 at 32k and
 # 48k iterations, stop at 64k). warmup_steps=400, warmup_lr=0.01 gives the
 # warm-up of its original-unit ResNet-110.
@@ -367,7 +333,7 @@ def apply_weight_decay(model, weight_decay, k_decay=False):
     Returns:
         The decayed variables.
     """
-    if not _is_real(weight_decay) or weight_decay < 0:
+    if not is_real(weight_decay) or weight_decay < 0:
         raise ValueError(f"weight_decay must be a number >= 0, got {weight_decay!r}")
     regularizer = keras.regularizers.L2(weight_decay / 2) if weight_decay else None
     decayed = decay_variables(model, k_decay)
@@ -386,7 +352,7 @@ def set_bn_momentum(model, momentum):
     ``moving = momentum * moving + (1 - momentum) * batch``; Torch's 0.1 is
     Keras' 0.9). Call before ``compile``: a traced train step keeps the old
     value. Returns the number of layers changed."""
-    if not _is_real(momentum) or not 0 <= momentum < 1:
+    if not is_real(momentum) or not 0 <= momentum < 1:
         raise ValueError(f"momentum must be in [0, 1), got {momentum!r}")
     layers = [l for l in all_layers(model) if isinstance(l, keras.layers.BatchNormalization)]
     for layer in layers:

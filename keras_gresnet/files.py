@@ -1,4 +1,6 @@
-"""Atomic file writing: a file appears complete or not at all."""
+"""Atomic file writing (a file appears complete or not at all) and the
+temporaries a killed writer leaves: public, so that scripts write as the
+package does."""
 
 import contextlib
 import json

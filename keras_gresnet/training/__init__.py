@@ -1,0 +1,44 @@
+"""Train any zoo model with its paper's recipe, on one device or many, into a
+run folder; read and test finished runs.
+
+:func:`train` resolves a full config (model, builder arguments, dataset,
+recipe with overrides, seed, strategy), builds the model under the
+``tf.distribute`` strategy, trains it and leaves a run folder behind
+(:mod:`~keras_gresnet.training.runs` describes its files). Running the same
+command again on an unfinished run folder resumes after the last finished
+epoch.
+
+Modules: :mod:`~keras_gresnet.training.recipes` (the papers' recipes),
+:mod:`~keras_gresnet.training.config` (the run's config and model),
+:mod:`~keras_gresnet.training.strategies` (strategies by name, the cluster),
+:mod:`~keras_gresnet.training.runs` (the run folder),
+:mod:`~keras_gresnet.training.fitting` (``model.fit`` in one process),
+:mod:`~keras_gresnet.training.multiworker` (the multi-worker loop),
+:mod:`~keras_gresnet.training.evaluation` (testing a run),
+:mod:`~keras_gresnet.training.runner` (:func:`train`).
+"""
+
+from keras_gresnet.training.config import (
+    DEFAULT_DATASETS, DEFAULT_RECIPES, build_model, default_dataset, default_recipe,
+    inference_copy, resolve_config,
+)
+from keras_gresnet.training.evaluation import evaluate, test_data
+from keras_gresnet.training.multiworker import WorkerLost
+from keras_gresnet.training.recipes import RECIPES, Recipe, get_recipe
+from keras_gresnet.training.runner import Run, TrainingDiverged, train
+from keras_gresnet.training.runs import (
+    BACKUP, RUN_FILES, EpochBackup, RunLogger, gate_rows, load_run, read_gates,
+    read_history, read_results, run_folder, write_results,
+)
+from keras_gresnet.training.strategies import (
+    STRATEGIES, Cluster, local_workers, make_strategy, parse_workers, resolve_cluster,
+)
+
+__all__ = [
+    "BACKUP", "Cluster", "DEFAULT_DATASETS", "DEFAULT_RECIPES", "EpochBackup", "RECIPES",
+    "RUN_FILES", "Recipe", "Run", "RunLogger", "STRATEGIES", "TrainingDiverged", "WorkerLost",
+    "build_model", "default_dataset", "default_recipe", "evaluate", "gate_rows",
+    "get_recipe", "inference_copy", "load_run", "local_workers", "make_strategy",
+    "parse_workers", "read_gates", "read_history", "read_results", "resolve_cluster",
+    "resolve_config", "run_folder", "test_data", "train", "write_results",
+]

@@ -1,0 +1,159 @@
+"""A training run's config: every argument resolved and checked into one
+JSON-ready dict, and the model it describes.
+
+A model family's paper decides its default recipe and dataset
+(:func:`default_recipe`, :func:`default_dataset`); :func:`resolve_config`
+fills in the rest; :func:`build_model` builds the config's model for
+training, :func:`inference_copy` the copy a run saves.
+"""
+
+import fnmatch
+import inspect
+import sys
+
+import keras
+import tensorflow as tf
+
+from keras_gresnet import data, zoo
+from keras_gresnet._checks import check_choice, check_int, check_rate
+from keras_gresnet.training import multiworker, recipes
+from keras_gresnet.training.strategies import resolve_strategy
+
+# The paper each model family comes from decides its default recipe and data.
+DEFAULT_RECIPES = (("*_mlp", "gr_mnist"), ("wide_*", "wrn_cifar"), ("*", "preact_cifar"))
+DEFAULT_DATASETS = (("*_mlp", "mnist"), ("*", "cifar10"))
+
+
+def _first_match(name, table):
+    return next(value for pattern, value in table if fnmatch.fnmatchcase(name, pattern))
+
+
+def default_recipe(model):
+    """The recipe of ``model``'s paper: ``gr_mnist`` for GR's MLPs,
+    ``wrn_cifar`` for Wide (G)ResNets, ``preact_cifar`` otherwise."""
+    return _first_match(model, DEFAULT_RECIPES)
+
+
+def default_dataset(model):
+    """``mnist`` for GR's MLPs, ``cifar10`` for the convolutional nets."""
+    return _first_match(model, DEFAULT_DATASETS)
+
+
+def _builder_accepts(builder, argument):
+    params = inspect.signature(builder).parameters
+    return argument in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def _check_strategy(strategy, cluster):
+    """The strategy name the run trains under (``"auto"`` with a cluster:
+    ``"multi_worker"``); a cluster needs ``"multi_worker"``."""
+    strategy = resolve_strategy(strategy, cluster)
+    if cluster is not None and strategy != "multi_worker":
+        raise ValueError(
+            f"a cluster is configured (TF_CONFIG or workers), which needs strategy="
+            f"'multi_worker' or 'auto', got strategy={strategy!r}"
+        )
+    return strategy
+
+
+def _check_model_kwargs(model_kwargs, builder, recipe):
+    """The builder's arguments (not the dataset's), with the recipe's dropout
+    where the builder takes one and none is given."""
+    model_kwargs = dict(model_kwargs or {})
+    reserved = sorted({"input_shape", "classes", "input_tensor"} & set(model_kwargs))
+    if reserved:
+        raise ValueError(
+            f"model_kwargs may not set {reserved}: they come from the dataset"
+        )
+    if "bn_momentum" in model_kwargs:
+        # The recipe sets every BatchNorm's momentum after the build
+        # (Recipe.apply_to): a builder's own would be silently replaced.
+        raise ValueError(
+            f"model_kwargs may not set bn_momentum: the recipe's bn_momentum "
+            f"({recipe.bn_momentum}) is applied to every BatchNorm; set the recipe's "
+            f"(--recipe.bn-momentum, or bn_momentum= as a recipe override)")
+    if recipe.dropout and "dropout" not in model_kwargs and _builder_accepts(builder, "dropout"):
+        model_kwargs["dropout"] = recipe.dropout
+    return model_kwargs
+
+
+def resolve_config(
+    model,
+    *,
+    dataset=None,
+    recipe=None,
+    model_kwargs=None,
+    seed=0,
+    strategy="auto",
+    validation_split=0.0,
+    data_dir=None,
+    max_train_examples=None,
+    max_test_examples=None,
+    sync_batchnorm=False,
+    cluster=None,
+    **overrides,
+):
+    """The full, JSON-ready config of a training run; every argument checked.
+
+    ``overrides`` replace fields of the recipe (``epochs=2``,
+    ``learning_rate=0.01``, ``k_decay=True``...). ``cluster``: the
+    :func:`keras_gresnet.training.resolve_cluster` of a multi-worker run
+    (``strategy="auto"`` then means ``"multi_worker"``); the config records
+    its ``num_workers``, not its addresses. ``sync_batchnorm``: BatchNorm
+    statistics over the global batch, not each replica's
+    (:func:`keras_gresnet.training.multiworker.sync_batchnorm`).
+    """
+    builder = zoo.model_builder(model)
+    dataset = dataset or default_dataset(model)
+    check_choice(dataset, "dataset", tuple(data.DATASETS))
+    recipe = recipes.get_recipe(recipe or default_recipe(model), **overrides)
+    check_int(seed, "seed", 0, 2**31 - 1)
+    strategy = _check_strategy(strategy, cluster)
+    check_rate(validation_split, "validation_split")
+    if not isinstance(sync_batchnorm, bool):
+        raise ValueError(f"sync_batchnorm must be True or False, got {sync_batchnorm!r}")
+    for value, argument in ((max_train_examples, "max_train_examples"),
+                            (max_test_examples, "max_test_examples")):
+        if value is not None:
+            check_int(value, argument, 1)
+    return dict(
+        model=model,
+        model_kwargs=_check_model_kwargs(model_kwargs, builder, recipe),
+        dataset=dataset,
+        data_dir=None if data_dir is None else str(data_dir),
+        validation_split=float(validation_split),
+        max_train_examples=max_train_examples,
+        max_test_examples=max_test_examples,
+        recipe=recipe.get_config(),
+        seed=int(seed),
+        strategy=strategy,
+        num_workers=cluster.num_workers if cluster is not None else 1,
+        sync_batchnorm=sync_batchnorm,
+        command=list(sys.argv),
+        versions=dict(keras=keras.__version__, tensorflow=tf.__version__),
+    )
+
+
+def build_model(config, input_shape, num_classes):
+    """The config's zoo model with the recipe's decay and BN momentum."""
+    model = zoo.get_model(
+        config["model"], input_shape=input_shape, classes=num_classes, **config["model_kwargs"]
+    )
+    recipes.Recipe.from_config(config["recipe"]).apply_to(model)
+    multiworker.sync_batchnorm(model, config.get("sync_batchnorm", False))
+    return model
+
+
+def inference_copy(model):
+    """``model``'s architecture and weights without the optimizer state: the
+    published file is a third of the size (Nadam keeps two slots per weight);
+    recompile it to fine-tune. The backup keeps the optimizer while a run is
+    unfinished."""
+    # from_config, not clone_model: a clone of a compiled model is compiled
+    # (and saved with its optimizer) too.
+    copy = model.__class__.from_config(model.get_config())
+    copy.set_weights(model.get_weights())
+    # Synchronized BatchNorm is a training setting, and TensorFlow-only: the
+    # published file loads on every Keras backend.
+    multiworker.sync_batchnorm(copy, False)
+    return copy

@@ -1,0 +1,52 @@
+"""Training in one process with Keras' own ``model.fit``: on one device or
+under ``MirroredStrategy`` (every strategy but ``"multi_worker"``, whose loop
+is :class:`keras_gresnet.training.multiworker.MultiWorkerLoop`)."""
+
+from keras_gresnet.training.multiworker import share_statistics
+from keras_gresnet.training.strategies import make_strategy
+
+
+class FitLoop:
+    """What :func:`keras_gresnet.training.train` does in one process: check
+    the run folder, make the strategy, then train with ``model.fit`` and test
+    with ``model.evaluate``. Made by :meth:`start`; the same methods as
+    :class:`~keras_gresnet.training.multiworker.MultiWorkerLoop`."""
+
+    chief = True  # the one process reads and writes the run folder
+
+    def __init__(self, strategy):
+        self.strategy = strategy
+        self.model = None
+
+    @classmethod
+    def start(cls, name, check_folder):
+        """``check_folder()`` (``True``: the run resumes; raises when the
+        folder is refused), then the strategy ``name``
+        (:func:`~keras_gresnet.training.make_strategy`). Returns
+        ``(loop, resumed)``."""
+        resumed = check_folder()
+        return cls(make_strategy(name)), resumed
+
+    def check_data(self, num_examples, global_batch_size):
+        """Every epoch ``model.fit`` takes is fine."""
+
+    def prepare(self, model, initial_epoch):
+        """Take the built, compiled ``model``; returns ``initial_epoch``."""
+        self.model = model
+        return initial_epoch
+
+    def evaluate(self, dataset):
+        """``{"loss", "accuracy"}`` over ``dataset``, every replica with the
+        BatchNorm statistics of replica 0: the model that is saved."""
+        share_statistics(self.strategy, self.model)
+        return self.model.evaluate(dataset, verbose=0, return_dict=True)
+
+    def fit(self, dataset, *, epochs, initial_epoch, steps_per_epoch, validation_data,
+            callbacks, verbose, num_examples=None, global_batch_size=None):
+        """``model.fit`` over ``dataset``, the epochs ``initial_epoch ..
+        epochs - 1`` (``num_examples`` and ``global_batch_size``: what the
+        multi-worker loop needs, not used here)."""
+        self.model.fit(  # shuffle=False: the pipeline shuffles (seeded)
+            dataset, epochs=epochs, initial_epoch=initial_epoch,
+            steps_per_epoch=steps_per_epoch, validation_data=validation_data,
+            callbacks=callbacks, verbose=verbose, shuffle=False)

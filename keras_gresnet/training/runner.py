@@ -1,0 +1,201 @@
+""":func:`train`: one training run, from its arguments to a finished run folder.
+
+The steps: resolve and check the config, check the run folder (and join the
+cluster of a multi-worker run), build the seeded data pipeline, build and
+compile the model under the strategy, restore an unfinished run's backup,
+prepare the folder, train (``model.fit``, or the multi-worker loop), and
+write the results. Running the same command again on an unfinished run
+folder resumes after the last finished epoch.
+"""
+
+import dataclasses
+import time
+from pathlib import Path
+
+import keras
+import tensorflow as tf
+
+from keras_gresnet import data, zoo
+from keras_gresnet.layers import gate_layers
+from keras_gresnet.training import runs
+from keras_gresnet.training.config import build_model, inference_copy, resolve_config
+from keras_gresnet.training.fitting import FitLoop
+from keras_gresnet.training.multiworker import MultiWorkerLoop
+from keras_gresnet.training.recipes import Recipe
+from keras_gresnet.training.strategies import resolve_cluster
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite."""
+
+
+@dataclasses.dataclass
+class Run:
+    """What :func:`train` returns (``out`` is ``None`` on a multi-worker
+    run's non-chief workers, which write nothing)."""
+
+    out: Path
+    config: dict
+    model: keras.Model
+    history: list
+    results: dict
+
+
+def train(model, *, out=None, overwrite=False, verbose="auto", workers=None,
+          worker_index=None, **kwargs):
+    """Train the zoo model ``model`` with its paper's recipe; returns a :class:`Run`.
+
+    Args:
+        model: a :func:`keras_gresnet.zoo.list_models` name.
+        out: the run folder (default ``runs/{model}-{dataset}-seed{seed}``).
+            An unfinished run there is resumed; a finished one is refused
+            unless ``overwrite``.
+        verbose: Keras' ``fit`` verbosity (``"auto"``: a progress bar).
+        workers, worker_index: a multi-worker cluster
+            (:mod:`keras_gresnet.training.multiworker`): every worker's
+            ``host:port``, the same list on every worker, and this worker's
+            index in it. They write ``TF_CONFIG``; a ``TF_CONFIG`` already set
+            does the same.
+        **kwargs: the run's config, as
+            :func:`~keras_gresnet.training.resolve_config` takes it:
+            ``dataset`` (default: the paper's), ``recipe`` (default: the
+            paper's), ``model_kwargs`` (builder arguments: ``depth=20``...),
+            ``seed`` (seeds weights, shuffling and augmentation; ops are made
+            deterministic, so a CPU run is repeatable), ``strategy``
+            (:func:`~keras_gresnet.training.make_strategy`; the recipe's
+            ``batch_size`` is per replica, the global batch ``batch_size *
+            replicas``, and BatchNorm uses each replica's statistics, as the
+            papers' multi-GPU runs did), ``validation_split`` (held out of the
+            training set, reported as ``val_*``; the test set is evaluated
+            after every epoch as ``test_*``), ``data_dir``,
+            ``max_train_examples`` / ``max_test_examples`` (seeded subsets,
+            for quick runs), ``sync_batchnorm`` (BatchNorm statistics over the
+            global batch), and any recipe field (``epochs``, ``batch_size``,
+            ``learning_rate``, ``weight_decay``, ``k_decay``...).
+
+    Raises:
+        TrainingDiverged: the loss became NaN or infinite (the run folder keeps
+            its history and backup, no model.keras).
+        keras_gresnet.training.multiworker.WorkerLost: a multi-worker run lost
+            a worker; start every worker again with the same command to resume.
+    """
+    cluster = resolve_cluster(workers, worker_index)
+    config = resolve_config(model, cluster=cluster, **kwargs)
+    recipe = Recipe.from_config(config["recipe"])
+    out = runs.run_folder(config, out)
+    loop, resumed = _start(config, cluster, out, overwrite)
+    pipe = _data(config, recipe, loop)
+    net = _compiled_model(config, recipe, pipe, loop.strategy)
+    backup = runs.EpochBackup(out / runs.BACKUP)
+    # Outside the strategy's scope: loading makes Keras create a throw-away
+    # optimizer, whose variables would be broadcast (a collective op) by the
+    # chief alone.
+    initial_epoch = loop.prepare(net, backup.restore(net) if loop.chief and resumed else 0)
+    logger = runs.RunLogger(out if loop.chief else None, test=lambda: loop.evaluate(pipe.test),
+                            resume=resumed)
+    epochs, train_data = _epochs(recipe, pipe, initial_epoch)
+    # Only now that every argument and every file read has proved good does
+    # the folder change, and only the chief's.
+    if loop.chief:
+        runs.prepare_folder(out, config, overwrite=overwrite, resumed=resumed)
+    # The history is written before the backup: a kill between the two
+    # retrains that epoch and replaces its row, never loses it.
+    seconds = _fit(loop, train_data, epochs, initial_epoch, pipe, config, verbose,
+                   callbacks=[logger, backup] if loop.chief else [logger])
+    _check_finite(logger, config, out)
+    results = _results(loop.evaluate(pipe.test), net, logger.history, initial_epoch, seconds)
+    if loop.chief:
+        runs.finish(out, inference_copy(net), results, logger.gates, config["dataset"])
+    return Run(out=out if loop.chief else None, config=config, model=net,
+               history=logger.history, results=results)
+
+
+def _start(config, cluster, out, overwrite):
+    """The run's training loop and whether it resumes: the run folder is
+    checked, and the strategy made (first, before any other TensorFlow op, on
+    a cluster)."""
+    def check_folder():
+        return runs.check_folder(out, config, overwrite)
+
+    if config["strategy"] == "multi_worker":
+        return MultiWorkerLoop.join(cluster, check_folder, out)
+    return FitLoop.start(config["strategy"], check_folder)
+
+
+def _data(config, recipe, loop):
+    """Seed everything, then the run's pipeline of global batches (recorded in
+    ``config``: its data, replicas and global batch size)."""
+    keras.utils.set_random_seed(config["seed"])
+    tf.config.experimental.enable_op_determinism()
+    replicas = loop.strategy.num_replicas_in_sync
+    global_batch_size = recipe.batch_size * replicas
+    pipe = data.pipeline(
+        config["dataset"],
+        data_dir=config["data_dir"],
+        preprocessing=recipe.preprocessing,
+        batch_size=global_batch_size,
+        validation_split=config["validation_split"],
+        augment=recipe.augment,
+        seed=config["seed"],
+        max_train_examples=config["max_train_examples"],
+        max_test_examples=config["max_test_examples"],
+    )
+    loop.check_data(pipe.num_train, global_batch_size)
+    config.update(data=pipe.config, replicas=replicas, global_batch_size=global_batch_size)
+    return pipe
+
+
+def _compiled_model(config, recipe, pipe, strategy):
+    """The config's model, built and compiled under ``strategy``, its
+    optimizer built (so that a backup can be loaded into it)."""
+    with strategy.scope():
+        net = build_model(config, pipe.input_shape, pipe.num_classes)
+        net.compile(
+            optimizer=recipe.optimizer(pipe.steps_per_epoch),
+            loss="sparse_categorical_crossentropy",
+            metrics=["accuracy"],
+        )
+        net.optimizer.build(net.trainable_variables)
+    return net
+
+
+def _epochs(recipe, pipe, initial_epoch):
+    """``(epochs, train_data)``: the epoch count to train to, and the batches
+    of the epochs left."""
+    epochs = recipe.fit_epochs(pipe.steps_per_epoch)
+    # Epoch e's batches are a function of (seed, e): a resumed run and every
+    # worker read what an uninterrupted single process reads.
+    return epochs, pipe.train_epochs(initial_epoch, epochs)
+
+
+def _fit(loop, train_data, epochs, initial_epoch, pipe, config, verbose, callbacks):
+    """Train from ``initial_epoch`` to ``epochs``; returns the seconds it took."""
+    start = time.perf_counter()
+    loop.fit(train_data, epochs=epochs, initial_epoch=initial_epoch,
+             steps_per_epoch=pipe.steps_per_epoch, num_examples=pipe.num_train,
+             global_batch_size=config["global_batch_size"], validation_data=pipe.validation,
+             callbacks=callbacks, verbose=verbose)
+    return time.perf_counter() - start
+
+
+def _check_finite(logger, config, out):
+    """Raise :class:`TrainingDiverged` when the loss became NaN or infinite."""
+    if logger.diverged:
+        raise TrainingDiverged(
+            f"{config['model']} on {config['dataset']}: {logger.diverged} (epoch "
+            f"{len(logger.history)}); lower the learning rate (--learning-rate), "
+            f"check the data, or try another seed. History so far: {out / runs.HISTORY}"
+        )
+
+
+def _results(test, net, history, initial_epoch, seconds):
+    """``results.json``: the final test metrics, epochs, time, gates and size."""
+    return dict(
+        test_loss=float(test["loss"]),
+        test_accuracy=float(test["accuracy"]),
+        test_error_percent=100 * (1 - float(test["accuracy"])),
+        epochs=history[-1]["epoch"] + 1 if history else initial_epoch,
+        seconds_this_process=round(seconds, 1),
+        gates={g.name: g.g for g in gate_layers(net)},
+        params=zoo.summarize(net)["params"],
+    )

@@ -1,0 +1,462 @@
+"""The run folder: its files, how they are written and read back, and which
+folders a run may use.
+
+============== ===========================================================
+config.json    the resolved config (written first)
+history.csv    per-epoch loss/accuracy (train, validation, test) and the lr of the
+               epoch's first step
+gates.csv      per-epoch ``k`` and ``g(k)`` of every gate (epoch -1: initial)
+model.keras    the final model, without optimizer state
+               (:func:`keras_gresnet.training.inference_copy`)
+history.png    training / test curves; gates.png: ``k`` per block over epochs
+results.json   final test metrics; written last, so it marks a finished run
+backup/        ``epoch-NNNNN.weights.h5`` checkpoints while a run is unfinished
+============== ===========================================================
+
+Every file is written atomically (temporary file + ``os.replace``).
+:class:`RunLogger` and :class:`EpochBackup` write the files of each epoch;
+:func:`check_folder` decides whether a folder may hold a run (and whether it
+resumes one), :func:`prepare_folder` and :func:`finish` write the rest, and
+:func:`load_run` reads a finished run back.
+"""
+
+import csv
+import json
+import math
+import os
+import re
+import time
+from pathlib import Path
+
+import keras
+
+from keras_gresnet import plots
+from keras_gresnet._checks import check_int
+from keras_gresnet.files import (
+    atomic_path, remove_stale_temporaries, temporary_target, write_csv, write_json,
+)
+from keras_gresnet.layers import gate_layers
+
+CONFIG, HISTORY, GATES, MODEL, RESULTS = (
+    "config.json", "history.csv", "gates.csv", "model.keras", "results.json")
+BACKUP = "backup"
+RUN_FILES = (RESULTS, CONFIG, HISTORY, GATES, MODEL, "history.png", "gates.png")
+HISTORY_COLUMNS = ("epoch", "loss", "accuracy")
+GATES_COLUMNS = ("epoch", "index", "block", "k", "g")
+# Keys every config.json of this package holds: how a folder is known as a
+# run folder before anything in it is replaced.
+_CONFIG_SCHEMA = ("model", "model_kwargs", "dataset", "recipe", "seed", "strategy")
+# Keys of config.json that may differ when a run is resumed.
+_VOLATILE = ("command", "versions")
+_CHECKPOINT = re.compile(r"^epoch-\d{5,}\.weights\.h5$")
+_PRUNED = re.compile(r"^pruned-\d+\.keras$")  # what `keras-gresnet prune RUN` writes
+
+
+def run_folder(config, out=None):
+    """``out``, or the default folder of ``config``'s run:
+    ``runs/{model}-{dataset}-seed{seed}``."""
+    return Path(out or f"runs/{config['model']}-{config['dataset']}-seed{config['seed']}")
+
+
+# --------------------------------------------------------------------------
+# Reading the CSV logs.
+
+
+def _in_run(path, name):
+    """``path``, or its file ``name`` when ``path`` is a run folder."""
+    return Path(path) / name if isinstance(path, (str, os.PathLike)) and os.path.isdir(path) \
+        else path
+
+
+def _read_csv(path, required):
+    """``(columns, rows)`` of ``path``, rows as dicts of strings, after
+    checking its header holds every ``required`` column."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValueError(f"path must be a file path, got {path!r}")
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        columns = reader.fieldnames or []
+        missing = [c for c in required if c not in columns]
+        if missing:
+            raise ValueError(
+                f"{os.fspath(path)}: missing column(s) {', '.join(missing)} "
+                f"(header: {','.join(columns) or 'empty'})"
+            )
+        return columns, list(reader)
+
+
+def _number(text, cast, path, line, column):
+    # A value missing at some epoch: empty (RunLogger) or "NA" (Keras' CSVLogger).
+    if cast is float and text in ("", "NA", "nan"):
+        return math.nan
+    try:
+        return cast(text)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{os.fspath(path)}, line {line}: column {column} is {text!r}, not a number"
+        ) from None
+
+
+def read_history(path):
+    """A ``history.csv`` (or a run folder's) as ``{column: [values per epoch]}``.
+
+    Every column is read as numbers (``epoch`` as int, the others as float;
+    ``NA`` or empty as NaN), whatever their order. ``epoch``, ``loss`` and
+    ``accuracy`` are required; ``val_*`` / ``test_*`` are optional.
+
+    Raises:
+        ValueError: a required column is missing (the message names the file
+            and the column) or a value is not a number.
+    """
+    path = _in_run(path, HISTORY)
+    columns, rows = _read_csv(path, HISTORY_COLUMNS)
+    return {
+        column: [
+            _number(row[column], int if column == "epoch" else float, path, line, column)
+            for line, row in enumerate(rows, start=2)
+        ]
+        for column in columns
+    }
+
+
+def read_gates(path):
+    """A ``gates.csv`` (or a run folder's) as a list of ``{"epoch", "index",
+    "block", "k", "g"}`` dicts (``epoch``, ``index`` ints; ``k``, ``g`` floats).
+
+    Raises:
+        ValueError: a required column is missing (the message names the file
+            and the column) or a value is not a number.
+    """
+    path = _in_run(path, GATES)
+    casts = {"epoch": int, "index": int, "block": str, "k": float, "g": float}
+    return [
+        {c: _number(row[c], cast, path, line, c) for c, cast in casts.items()}
+        for line, row in enumerate(_read_csv(path, GATES_COLUMNS)[1], start=2)
+    ]
+
+
+def _history_rows(path):
+    """The rows of an earlier process's ``history.csv`` (none if absent)."""
+    if not path.exists():
+        return []
+    columns = read_history(path)
+    return [dict(zip(columns, values)) for values in zip(*columns.values())]
+
+
+def read_results(out):
+    """The ``results.json`` of the run folder ``out``, or ``None`` while the
+    run is unfinished."""
+    path = Path(out) / RESULTS
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def write_results(out, results):
+    """Write ``results`` as the ``results.json`` of ``out``: the run counts as
+    finished from then on, and is not trained again unless overwritten."""
+    write_json(Path(out) / RESULTS, results)
+
+
+# --------------------------------------------------------------------------
+# The files of every epoch.
+
+
+def gate_rows(model, epoch):
+    """``(epoch, index, block, k, g)`` for every gate of ``model``."""
+    return [
+        (epoch, i, gate.name, float(keras.ops.convert_to_numpy(gate.k)), gate.g)
+        for i, gate in enumerate(gate_layers(model))
+    ]
+
+
+class RunLogger(keras.callbacks.Callback):
+    """Writes ``history.csv`` and ``gates.csv`` atomically after every epoch,
+    evaluates the test set each epoch (GR reports test error), and stops the
+    run at the first NaN or infinite loss.
+
+    ``test``: a function returning the test set's ``{"loss", "accuracy"}``
+    (``None``: no test columns). ``out=None`` keeps the rows in memory only
+    (a multi-worker run's other workers). On a resumed run, rows of epochs
+    that are trained again are dropped, so the history never holds an epoch
+    twice. ``seconds``: the epoch's training and validation time.
+    """
+
+    GATE_COLUMNS = GATES_COLUMNS
+
+    def __init__(self, out, test=None, resume=True):
+        super().__init__()
+        self.out = None if out is None else Path(out)
+        self.test = test
+        # An earlier process's rows (read now, before anything is written:
+        # a corrupt file is an error naming it, and the folder is untouched).
+        read = self.out is not None and resume
+        self.history = _history_rows(self.out / HISTORY) if read else []
+        gates = self.out / GATES if read else None
+        self.gates = read_gates(gates) if gates and gates.exists() else []
+        self.diverged = None
+        self._trimmed = False
+        self._epoch_start = None
+
+    def on_train_begin(self, logs=None):
+        if not self.gates:
+            self.gates = [dict(zip(self.GATE_COLUMNS, r)) for r in gate_rows(self.model, -1)]
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if not self._trimmed:  # the first epoch of this process
+            self.history = [r for r in self.history if r["epoch"] < epoch]
+            self.gates = [r for r in self.gates if r["epoch"] < epoch]
+            self._trimmed = True
+        self._epoch_start = time.perf_counter()
+        # The rate the epoch's first step trains at (the schedule at the
+        # current iteration), not the one the next epoch starts with.
+        self._epoch_lr = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
+
+    def on_train_batch_end(self, batch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(float(loss)):
+            self.diverged = f"the training loss became {float(loss)} at batch {batch}"
+            self.model.stop_training = True
+
+    def on_epoch_end(self, epoch, logs=None):
+        row = {"epoch": epoch, **{k: float(v) for k, v in (logs or {}).items()}}
+        row["seconds"] = round(time.perf_counter() - self._epoch_start, 3)
+        row["lr"] = self._epoch_lr
+        if self.test is not None and not self.diverged:
+            row.update({f"test_{k}": float(v) for k, v in self.test().items()})
+        self.history.append(row)
+        self.gates += [dict(zip(self.GATE_COLUMNS, r)) for r in gate_rows(self.model, epoch)]
+        if self.out is not None:
+            self.write()
+
+    def write(self):
+        columns = ["epoch"] + sorted({k for r in self.history for k in r} - {"epoch"})
+        write_csv(self.out / HISTORY, columns,
+                  [[r.get(c, "") for c in columns] for r in self.history])
+        write_csv(self.out / GATES, self.GATE_COLUMNS,
+                  [[r[c] for c in self.GATE_COLUMNS] for r in self.gates])
+
+
+class EpochBackup(keras.callbacks.Callback):
+    """After every epoch, saves the model and its optimizer state as
+    ``folder/epoch-NNNNN.weights.h5`` (a Keras weights file; NNNNN counts the
+    finished epochs). Each file is written atomically, and the last ``keep``
+    are kept. :meth:`restore` loads the newest that reads.
+
+    Unlike Keras' ``BackupAndRestore``, the epoch is in the name of the one
+    file that holds the weights: a kill at any moment leaves either the old or
+    the new checkpoint, never weights of one epoch with the count of another.
+    A diverged epoch (a NaN or infinite loss) is not saved.
+    """
+
+    def __init__(self, folder, keep=2):
+        super().__init__()
+        self.folder = Path(folder)
+        self.keep = check_int(keep, "keep", 1)
+
+    def checkpoints(self):
+        """``[(epochs finished, path)]``, oldest first."""
+        found = []
+        for path in self.folder.glob("epoch-*.weights.h5"):
+            count = path.name[len("epoch-"):-len(".weights.h5")]
+            if count.isdigit():
+                found.append((int(count), path))
+        return sorted(found)
+
+    def restore(self, model):
+        """Load the newest readable checkpoint into ``model`` (building its
+        optimizer first); returns its epoch count, 0 if there is none."""
+        if model.optimizer is not None and not model.optimizer.built:
+            model.optimizer.build(model.trainable_variables)
+        errors = []
+        for epoch, path in reversed(self.checkpoints()):
+            try:
+                model.load_weights(path)
+                return epoch
+            except (OSError, ValueError) as error:
+                errors.append(f"{path.name}: {error}")
+        if errors:
+            raise ValueError(f"no checkpoint in {self.folder} could be read: {errors}")
+        return 0
+
+    def on_epoch_end(self, epoch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(float(loss)):
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with atomic_path(self.folder / f"epoch-{epoch + 1:05d}.weights.h5") as tmp:
+            self.model.save_weights(tmp)
+        for _, path in self.checkpoints()[:-self.keep]:
+            path.unlink(missing_ok=True)
+
+
+# --------------------------------------------------------------------------
+# Which folders hold a run, and which files are a run's own.
+
+
+def _read_config(path):
+    """A run folder's ``config.json`` (a dict of this package's schema);
+    ``ValueError`` naming the file otherwise."""
+    try:
+        config = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path}: not a readable JSON config ({error})") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{path}: must hold a JSON object (a keras-gresnet run config), "
+                         f"got {type(config).__name__}")
+    missing = [k for k in _CONFIG_SCHEMA if k not in config]
+    if missing or not isinstance(config.get("recipe"), dict):
+        raise ValueError(f"{path} is not a keras-gresnet run config (it lacks "
+                         f"{missing or ['recipe']}); this folder is not a run folder")
+    return config
+
+
+def _is_run_name(name):
+    """Whether a file named ``name`` in a run folder is one this package writes
+    (a temporary of one of them included)."""
+    name = temporary_target(name) or name
+    return name in RUN_FILES or bool(_CHECKPOINT.match(name)) or bool(_PRUNED.match(name))
+
+
+def _is_run_file(path):
+    """Whether ``path`` (in a run folder) is one this package writes."""
+    if path.is_dir():
+        return path.name == BACKUP and all(_is_run_file(p) for p in path.iterdir())
+    return _is_run_name(path.name)
+
+
+def check_folder(out, config, overwrite):
+    """Refuse a folder that is not ours, a finished run (unless ``overwrite``)
+    or a folder holding a different run; return ``True`` when an unfinished
+    run is resumed. Touches nothing.
+
+    A folder is ours when it is new, empty, or holds a ``config.json`` of
+    this package's schema. ``overwrite`` replaces only a run's own files and
+    refuses a folder that holds anything else."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out={str(out)!r} is a file; pass a folder for the run")
+    if not out.exists():
+        parent = next((p for p in out.absolute().parents if p.exists()), None)
+        if parent is not None and not parent.is_dir():
+            raise ValueError(f"out={str(out)!r}: {parent} is a file, not a folder")
+        return False
+    entries = sorted(out.iterdir())
+    if not entries:
+        return False
+    previous = out / CONFIG
+    if not previous.is_file():
+        names = ", ".join(p.name for p in entries[:5]) + ("..." if len(entries) > 5 else "")
+        raise ValueError(
+            f"out={str(out)!r} is not empty and holds no keras-gresnet run (no config.json; "
+            f"it holds {names}); pick a new or empty folder")
+    old = _read_config(previous)
+    if overwrite:
+        foreign = [p.name for p in entries if not _is_run_file(p)]
+        if foreign:
+            raise ValueError(
+                f"out={str(out)!r} holds files that are not a run's own ({', '.join(foreign)}); "
+                f"--overwrite replaces only a run's files: move them away, or pick another out")
+        return False
+    if (out / RESULTS).exists():
+        raise ValueError(
+            f"out={str(out)!r} holds a finished run (results.json); pass "
+            f"overwrite=True / --overwrite to train it again, or another out"
+        )
+    new = json.loads(json.dumps(config))
+    differ = sorted(k for k in new if k not in _VOLATILE and old.get(k) != new[k])
+    if differ:
+        raise ValueError(
+            f"out={str(out)!r} holds an unfinished run with another config "
+            f"(differs in {differ}); resume it with the same arguments or pick "
+            f"another out"
+        )
+    return True
+
+
+def _remove_run_files(out):
+    """Delete a run's own files in ``out`` (checked by :func:`check_folder`)
+    and nothing else; the backup folder goes only once empty."""
+    for path in out.iterdir() if out.is_dir() else ():
+        if path.is_file() and _is_run_file(path):
+            path.unlink(missing_ok=True)
+    _remove_backup(out)
+
+
+def _remove_backup(out):
+    """Delete the run's checkpoints (and its temporaries) in ``out/backup``;
+    the folder itself only once nothing else is in it."""
+    folder = out / BACKUP
+    if not folder.is_dir():
+        return
+    for path in folder.iterdir():
+        if path.is_file() and _CHECKPOINT.match(temporary_target(path.name) or path.name):
+            path.unlink(missing_ok=True)
+    try:
+        folder.rmdir()
+    except OSError:
+        pass  # something of the user's is in it: it stays
+
+
+# --------------------------------------------------------------------------
+# Writing the folder before and after training.
+
+
+def prepare_folder(out, config, *, overwrite, resumed):
+    """Make ``out`` ready for training, once :func:`check_folder` has accepted
+    it: a run's old files gone (``overwrite``), the temporaries of a killed
+    process of ours removed, and ``config.json`` written (unless ``resumed``)."""
+    if overwrite:
+        _remove_run_files(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for folder in (out, out / BACKUP):  # left by a killed process of ours
+        remove_stale_temporaries(folder, owned=_is_run_name)
+    if not resumed:
+        write_json(out / CONFIG, config)
+
+
+def finish(out, model, results, gates, dataset):
+    """Write a trained run's last files: ``model.keras`` (``model``, as it is
+    published), the figures of its history and its ``gates`` rows,
+    ``results.json``; then remove the backup."""
+    with atomic_path(out / MODEL) as tmp:
+        model.save(tmp)
+    plots.plot_history(read_history(out / HISTORY), out / "history.png",
+                       title=f"{model.name} on {dataset}")
+    if gate_layers(model):
+        plots.plot_gates_over_epochs(gates, out / "gates.png", title=model.name)
+    write_results(out, results)
+    # The backup goes last: a kill before results.json resumes with no epoch
+    # left to train and only writes the files again.
+    _remove_backup(out)
+
+
+# --------------------------------------------------------------------------
+# Reading a finished run.
+
+
+def _load_model_file(path):
+    """A ``.keras`` file, loaded with ``safe_mode=True`` (no code from the
+    file runs); ``ValueError`` naming the file when Keras cannot read it."""
+    try:
+        return keras.saving.load_model(path, safe_mode=True)
+    except (ValueError, TypeError, KeyError, OSError, AttributeError) as error:
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ValueError(f"{path}: not a loadable .keras model ({type(error).__name__}: "
+                         f"{first[:300]})") from None
+
+
+def load_run(path):
+    """``(model, config)`` of a finished run folder, or ``(model, None)`` of a
+    ``.keras`` file."""
+    path = Path(path)
+    if path.is_dir():
+        if not (path / CONFIG).is_file():
+            raise ValueError(f"{str(path)!r} has no config.json: not a keras-gresnet run folder")
+        config = _read_config(path / CONFIG)
+        if not (path / MODEL).exists():
+            raise ValueError(
+                f"{str(path)!r} has no model.keras: not a finished run folder "
+                f"(an unfinished run resumes with its train command)"
+            )
+        return _load_model_file(path / MODEL), config
+    if path.suffix != ".keras" or not path.is_file():
+        raise ValueError(f"expected a run folder or a .keras file, got {str(path)!r}")
+    return _load_model_file(path), None

@@ -1,0 +1,243 @@
+"""``tf.distribute`` strategies by name, and the cluster of a multi-worker run.
+
+:func:`make_strategy` makes the strategy a run trains under: the default
+(single-device) one, ``OneDeviceStrategy``, ``MirroredStrategy`` over this
+machine's GPUs (or logical CPUs), or ``MultiWorkerMirroredStrategy`` over a
+cluster of processes (:mod:`keras_gresnet.training.multiworker` trains there).
+
+Cluster: configured the TensorFlow way, by ``TF_CONFIG``. ``workers`` and
+``worker_index`` (``--workers host:port,... --worker-index i``) write it for
+you (:func:`resolve_cluster`). The chief is task ``chief``, or worker 0 where
+there is none.
+"""
+
+import dataclasses
+import json
+import os
+import re
+import signal
+import socket
+import threading
+
+import tensorflow as tf
+
+from keras_gresnet._checks import check_choice, check_int
+
+STRATEGIES = ("auto", "default", "one_device", "mirrored", "multi_worker")
+# Roles of TF_CONFIG's tasks that train; the chief, if any, counts as a worker.
+TRAINING_JOBS = ("chief", "worker")
+_ADDRESS = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
+NO_CLUSTER = (
+    "strategy='multi_worker' needs a cluster: set TF_CONFIG, or pass workers / "
+    "worker_index (--workers host:port,host:port --worker-index i)"
+)
+_MIRRORED = {}  # devices -> the process's MirroredStrategy over them
+_MULTI_WORKER = {}  # TF_CONFIG -> the process's MultiWorkerMirroredStrategy (one at most)
+
+
+@dataclasses.dataclass(frozen=True)
+class Cluster:
+    """One process's view of the cluster, as ``TF_CONFIG`` describes it.
+
+    Attributes:
+        jobs: ``{"chief": [address], "worker": [address, ...]}``.
+        task_type: ``"chief"`` or ``"worker"``.
+        task_index: this process's index within its job.
+    """
+
+    jobs: dict
+    task_type: str
+    task_index: int
+
+    @property
+    def num_workers(self):
+        return sum(len(self.jobs.get(job, ())) for job in TRAINING_JOBS)
+
+    @property
+    def is_chief(self):
+        """The chief task, or worker 0 when there is no chief."""
+        if "chief" in self.jobs:
+            return self.task_type == "chief"
+        return self.task_index == 0
+
+    def tf_config(self):
+        """The ``TF_CONFIG`` dict of this process."""
+        return {"cluster": {job: list(addresses) for job, addresses in self.jobs.items()},
+                "task": {"type": self.task_type, "index": self.task_index}}
+
+
+def parse_workers(workers):
+    """``"host:port,host:port"`` (or a list of them) -> a tuple of addresses."""
+    items = workers.split(",") if isinstance(workers, str) else workers
+    try:
+        items = [str(item).strip() for item in items]
+    except TypeError:
+        items = None
+    if not items or not all(items):
+        raise ValueError(
+            f"workers must be host:port addresses separated by commas, e.g. "
+            f"'10.0.0.1:12345,10.0.0.2:12345', got {workers!r}"
+        )
+    for item in items:
+        match = _ADDRESS.match(item)
+        if not match or not 0 < int(match.group(2)) < 65536:
+            raise ValueError(
+                f"workers: {item!r} is not a host:port address (port 1-65535), e.g. "
+                f"'10.0.0.1:12345'"
+            )
+    if len(set(items)) != len(items):
+        raise ValueError(f"workers lists an address twice: {workers!r}")
+    return tuple(items)
+
+
+def local_workers(count):
+    """``"127.0.0.1:p1,127.0.0.1:p2,..."``: ``count`` ports that were free a
+    moment ago, for a cluster on this machine (tests, benchmarks, trying it)."""
+    check_int(count, "count", 1)
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return ",".join(f"127.0.0.1:{s.getsockname()[1]}" for s in sockets)
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def _cluster_from_tf_config(text):
+    try:
+        spec = json.loads(text)
+        jobs, task = spec["cluster"], spec["task"]
+        task_type, task_index = task["type"], task["index"]
+    except (json.JSONDecodeError, KeyError, TypeError) as error:
+        raise ValueError(
+            f"TF_CONFIG must be JSON like {{\"cluster\": {{\"worker\": [\"host:port\", "
+            f"...]}}, \"task\": {{\"type\": \"worker\", \"index\": 0}}}}; it is "
+            f"{text!r} ({error})"
+        ) from None
+    if not isinstance(jobs, dict):
+        raise ValueError(f"TF_CONFIG's cluster must map job names to address lists, "
+                         f"got {jobs!r}")
+    others = sorted(set(jobs) - set(TRAINING_JOBS))
+    if others:
+        raise ValueError(
+            f"TF_CONFIG's cluster has jobs {others}: MultiWorkerMirroredStrategy "
+            f"trains with 'chief' and 'worker' tasks only"
+        )
+    jobs = {job: parse_workers(addresses) for job, addresses in jobs.items()}
+    if len(jobs.get("chief", ())) > 1:
+        raise ValueError(f"TF_CONFIG's cluster has {len(jobs['chief'])} chiefs; at most "
+                         f"one is allowed")
+    if task_type not in jobs:
+        raise ValueError(f"TF_CONFIG's task type {task_type!r} is not a job of its "
+                         f"cluster {sorted(jobs)}")
+    if not isinstance(task_index, int) or not 0 <= task_index < len(jobs[task_type]):
+        raise ValueError(
+            f"TF_CONFIG's task index must be 0..{len(jobs[task_type]) - 1} for job "
+            f"{task_type!r}, got {task_index!r}"
+        )
+    return Cluster(jobs, task_type, task_index)
+
+
+def resolve_cluster(workers=None, worker_index=None, environ=None):
+    """The :class:`Cluster` of this process, or ``None`` when none is
+    configured.
+
+    ``workers`` (``"host:port,..."``, the same list on every worker) with
+    ``worker_index`` (this worker's position in it) describe a cluster of
+    plain workers, worker 0 being the chief. Without them, ``TF_CONFIG`` is
+    read from ``environ`` (default ``os.environ``). Giving both, differently,
+    is an error.
+    """
+    environ = os.environ if environ is None else environ
+    if (workers is None) != (worker_index is None):
+        raise ValueError(
+            "workers and worker_index go together: pass --workers host:port,... "
+            "--worker-index i (the same list on every worker, i its position in it)"
+        )
+    from_env = environ.get("TF_CONFIG")
+    if workers is None:
+        return _cluster_from_tf_config(from_env) if from_env else None
+    addresses = parse_workers(workers)
+    index = check_int(worker_index, "worker_index", 0)
+    if index >= len(addresses):
+        raise ValueError(
+            f"worker_index must be 0..{len(addresses) - 1} (a position in workers), "
+            f"got {worker_index!r}"
+        )
+    cluster = Cluster({"worker": addresses}, "worker", index)
+    if from_env and _cluster_from_tf_config(from_env) != cluster:
+        raise ValueError(
+            "TF_CONFIG is set and describes another cluster than workers/worker_index; "
+            "give one of them (unset TF_CONFIG to use --workers)"
+        )
+    return cluster
+
+
+def resolve_strategy(name, cluster=None):
+    """The strategy name ``name`` stands for: ``"auto"`` with a cluster is
+    ``"multi_worker"``, which needs one."""
+    check_choice(name, "strategy", STRATEGIES)
+    if name == "auto" and cluster is not None:
+        name = "multi_worker"
+    if name == "multi_worker" and cluster is None:
+        raise ValueError(NO_CLUSTER)
+    return name
+
+
+def make_strategy(name="auto", cluster=None):
+    """A ``tf.distribute`` strategy by name.
+
+    ``"auto"``: ``MultiWorkerMirroredStrategy`` when a cluster is configured,
+    else ``MirroredStrategy`` when more than one GPU is visible, else the
+    default (single-device) strategy. ``"mirrored"``: one replica per GPU, or
+    per logical CPU device when there is no GPU (e.g. set up with
+    ``tf.config.set_logical_device_configuration``). ``"multi_worker"``:
+    ``cluster`` (a :class:`Cluster`, :func:`resolve_cluster`) is required.
+    TensorFlow's collective ops can be set up only once per process, so the
+    multi-worker strategy is created once and reused; create it before any
+    other TensorFlow op runs. It waits until every worker has joined; while
+    it waits, TensorFlow ignores SIGTERM (stop it with SIGINT or SIGKILL),
+    and afterwards SIGTERM stops the process again.
+    """
+    name = resolve_strategy(name, cluster)
+    if name == "multi_worker":
+        return _multi_worker_strategy(cluster)
+    gpus = tf.config.list_logical_devices("GPU")
+    if name == "auto":
+        name = "mirrored" if len(gpus) > 1 else "default"
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "one_device":
+        return tf.distribute.OneDeviceStrategy("/gpu:0" if gpus else "/cpu:0")
+    devices = tuple(d.name for d in (gpus or tf.config.list_logical_devices("CPU")))
+    # One MirroredStrategy per process and device set: a second one restarts
+    # the collective instance keys, and its first all-reduce of another shape
+    # aborts ("Shape mismatch in the collective instance 100",
+    # tensorflow/tensorflow#62790).
+    if devices not in _MIRRORED:
+        _MIRRORED[devices] = tf.distribute.MirroredStrategy(list(devices))
+    return _MIRRORED[devices]
+
+
+def _multi_worker_strategy(cluster):
+    """The process's ``MultiWorkerMirroredStrategy`` for ``cluster``, made
+    once (it sets ``TF_CONFIG``; see :func:`make_strategy`)."""
+    config = json.dumps(cluster.tf_config(), sort_keys=True)
+    if config not in _MULTI_WORKER:
+        if _MULTI_WORKER:
+            raise ValueError(
+                "this process already joined another cluster; TensorFlow sets up "
+                "collective ops once per process (start a new process)"
+            )
+        os.environ["TF_CONFIG"] = config
+        handler = signal.getsignal(signal.SIGTERM)
+        _MULTI_WORKER[config] = tf.distribute.MultiWorkerMirroredStrategy()
+        # TensorFlow's preemption notifier has now replaced the SIGTERM
+        # handler with one that logs "SIGTERM caught" and carries on, so a
+        # plain `kill` or a scheduler could not stop a worker. Reinstall the
+        # handler Python had (by default: terminate). Every file a run writes
+        # is atomic, and the job resumes from its last backup.
+        if handler is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, handler)
+    return _MULTI_WORKER[config]

@@ -1,0 +1,64 @@
+"""Published weights: the registry (package data, in every wheel), the cache
+and sha256-verified downloads, and the checks that weights fit a builder's
+call.
+
+    from keras_gresnet import weights
+    weights.list_weights("*mnist*")            # registry entries (dicts)
+    weights.weights_path("gresnet_mlp20_mnist")  # the verified local file
+
+A zoo builder's ``weights=`` goes through here; the builders call the fit
+check first and load the file as their last step
+(:mod:`keras_gresnet.weights.loading`, which alone imports Keras and h5py:
+listing and downloading work without them).
+
+Modules: :mod:`~keras_gresnet.weights.registry` (the table),
+:mod:`~keras_gresnet.weights.download` (cache and downloads),
+:mod:`~keras_gresnet.weights.fitting` (``weights=`` checks),
+:mod:`~keras_gresnet.weights.loading` (into a built model),
+:mod:`~keras_gresnet.weights.release` (a mirror folder of the files).
+"""
+
+from keras_gresnet.weights.download import (
+    CACHE_SUBDIR,
+    DEFAULT_BASE_URL,
+    DEFAULT_TIMEOUT,
+    TIMEOUT_ENV,
+    URL_ENV,
+    base_url,
+    cache_folder,
+    sha256_of,
+    verify_cache,
+    weights_path,
+)
+from keras_gresnet.weights.fitting import (
+    PRESET_CONFIG,
+    PRESET_METADATA,
+    PRESET_WEIGHTS,
+    check_argument,
+    check_fits,
+    is_path,
+    is_preset,
+    resolve,
+)
+from keras_gresnet.weights.registry import (
+    FIELDS,
+    FILE_FIELDS,
+    NOT_TRAINED,
+    PUBLISHED,
+    STATUSES,
+    SUFFIXES,
+    WeightsError,
+    get_weights,
+    list_weights,
+    published,
+    write_registry,
+)
+
+__all__ = [
+    "CACHE_SUBDIR", "DEFAULT_BASE_URL", "DEFAULT_TIMEOUT", "FIELDS", "FILE_FIELDS",
+    "NOT_TRAINED", "PRESET_CONFIG", "PRESET_METADATA", "PRESET_WEIGHTS", "PUBLISHED",
+    "STATUSES", "SUFFIXES", "TIMEOUT_ENV", "URL_ENV", "WeightsError", "base_url",
+    "cache_folder", "check_argument", "check_fits", "get_weights", "is_path", "is_preset",
+    "list_weights", "published", "resolve", "sha256_of", "verify_cache", "weights_path",
+    "write_registry",
+]

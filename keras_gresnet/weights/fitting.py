@@ -1,0 +1,173 @@
+"""What a builder's ``weights=`` may be, and whether published weights fit
+the call: checked before anything is built or downloaded (Keras-free)."""
+
+import inspect
+import json
+import os
+from pathlib import Path
+
+from keras_gresnet.weights.registry import (
+    PUBLISHED, SUFFIXES, get_weights, published, read_registry,
+)
+# Builder arguments that do not decide the architecture a weight file fits.
+_NOT_ARCHITECTURE = frozenset({
+    "include_top", "weights", "input_tensor", "input_shape", "pooling", "classes",
+    "classifier_activation", "name", "builder",
+})
+# Arguments that only act in training: k is loaded, BN momentum and dropout
+# change nothing at inference.
+_TRAINING_ONLY = frozenset({"k_initial", "bn_momentum", "dropout"})
+
+PRESET_CONFIG = "config.json"
+PRESET_WEIGHTS = "model.weights.h5"
+PRESET_METADATA = "metadata.json"
+
+
+def _canonical(value):
+    """JSON's view of a value (tuples are lists), for comparisons."""
+    return json.loads(json.dumps(value, default=repr))
+
+
+def _architecture(builder, builder_kwargs):
+    """The arguments of the builder function ``builder`` that decide its
+    weights, without those given at the builder's own default."""
+    params = inspect.signature(builder).parameters
+    arch = {}
+    for key, value in builder_kwargs.items():
+        if key in _NOT_ARCHITECTURE or key in _TRAINING_ONLY:
+            continue
+        default = params[key].default if key in params else inspect.Parameter.empty
+        if default is inspect.Parameter.empty or _canonical(value) != _canonical(default):
+            arch[key] = _canonical(value)
+    return arch
+
+
+def describe_call(builder, kwargs):
+    """``builder(k=v, ...)`` as one line, for messages."""
+    return f"{builder}({', '.join(f'{k}={v!r}' for k, v in sorted(kwargs.items()))})"
+
+
+def check_fits(entry, builder, builder_kwargs, input_shape=None):
+    """Refuse (``ValueError`` naming both) weights that do not fit the
+    requested ``builder(**builder_kwargs)`` with ``input_shape`` (``None``:
+    the entry's). ``entry``: a registry name or entry. Made before anything
+    is downloaded.
+
+    Arguments that only act in training (``k_initial``, ``bn_momentum``,
+    ``dropout``) may differ; any other must equal the entry's (an argument
+    left out counts as the builder's default). ``builder``: the builder
+    function (its signature gives the defaults)."""
+    if isinstance(entry, str):
+        entry = get_weights(entry)
+    if not callable(builder):
+        raise ValueError(f"builder must be a zoo builder function, got {builder!r}")
+    name = builder.__name__
+    trained_shape = tuple(entry["input_shape"])
+    problems = []
+    if name != entry["builder"]:
+        problems.append(f"builder {name!r} is not {entry['builder']!r}")
+    else:
+        trained = _architecture(builder, entry["builder_kwargs"])
+        requested = _architecture(builder, dict(builder_kwargs or {}))
+        for key in sorted(trained.keys() | requested.keys()):
+            want, have = requested.get(key, "(default)"), trained.get(key, "(default)")
+            if want != have:
+                problems.append(f"{key}={want!r} is not {key}={have!r}")
+    if input_shape is not None:
+        try:
+            shape = tuple(None if d is None else int(d) for d in input_shape)
+        except (TypeError, ValueError):
+            shape = input_shape
+        if shape != trained_shape:
+            problems.append(f"input_shape {shape} is not {trained_shape}")
+    if problems:
+        asked = {k: v for k, v in (builder_kwargs or {}).items() if k not in _NOT_ARCHITECTURE}
+        shape = "" if input_shape is None else f" with input_shape {tuple(input_shape)}"
+        raise ValueError(
+            f"weights {entry['name']!r} were trained for "
+            f"{describe_call(entry['builder'], entry['builder_kwargs'])} with input_shape "
+            f"{trained_shape}; they do not fit the requested "
+            f"{describe_call(name, asked)}{shape}: "
+            f"{'; '.join(problems)}"
+        )
+    return entry
+
+
+def is_path(weights):
+    """A path (``.keras``, ``.weights.h5``, a preset folder), not a name."""
+    return isinstance(weights, os.PathLike) or (
+        isinstance(weights, str)
+        and (weights.endswith(SUFFIXES) or os.sep in weights or is_preset(Path(weights)))
+    )
+
+
+def is_preset(path):
+    """A folder :func:`keras_gresnet.zoo.save_preset` wrote."""
+    return path.is_dir() and (path / PRESET_CONFIG).is_file()
+
+
+def check_argument(weights, builder):
+    """Check a builder's ``weights=`` before anything is built: ``None``, a
+    published name of ``builder``, a ``.keras`` / ``.weights.h5`` file, or a
+    preset folder. Returns the registry entry for a name, else ``None``."""
+    if weights is None:
+        return None
+    if is_path(weights):
+        path = Path(weights)
+        if not (path.is_file() and path.name.endswith(SUFFIXES)) and not is_preset(path):
+            raise ValueError(
+                f"weights={str(weights)!r}: no such .keras or .weights.h5 file or preset "
+                f"folder (weights accepts None, a published name, or such a path)"
+            )
+        return None
+    registry = read_registry() if isinstance(weights, str) else {}
+    entry = registry.get(weights)
+    if entry is None or entry["builder"] != builder:
+        names = sorted(n for n, e in registry.items()
+                       if e["builder"] == builder and e["status"] == PUBLISHED)
+        raise ValueError(
+            f"weights={weights!r} has no registry entry for {builder}; accepted: "
+            f"None{''.join(', ' + repr(n) for n in names)}, or a path to a .keras or "
+            f".weights.h5 file"
+        )
+    return published(entry)
+
+
+def resolve(builder, call):
+    """Check the ``weights=`` of a public builder's call before anything is
+    built or downloaded; ``builder`` is the builder function and ``call`` its
+    arguments (every parameter, as ``locals()`` holds them on entry).
+
+    Returns ``None``, the path given, or the registry entry that fits: a
+    published name of ``builder``, or a dataset name (as Keras Applications
+    take ``weights="imagenet"``) resolved to the published entry of that
+    dataset whose architecture these arguments ask for.
+    """
+    weights = call.get("weights")
+    if not isinstance(weights, str) or is_path(weights):
+        check_argument(weights, builder.__name__)
+        return weights
+    registry = read_registry()
+    entry = registry.get(weights)
+    candidates = [e for e in registry.values() if e["builder"] == builder.__name__
+                  and e["dataset"] == weights and e["status"] == PUBLISHED]
+    input_shape = call.get("input_shape")
+    if input_shape is None and call.get("input_tensor") is not None:
+        input_shape = tuple(call["input_tensor"].shape[1:])
+    if entry is not None:
+        check_fits(entry, builder, call, input_shape)
+        return check_argument(weights, builder.__name__)
+    for candidate in candidates:
+        try:
+            check_fits(candidate, builder, call, input_shape)
+        except ValueError:
+            continue
+        return published(candidate)
+    if not candidates:
+        return check_argument(weights, builder.__name__)  # the error naming what fits
+    raise ValueError(
+        f"weights={weights!r}: no published {weights} weights of {builder.__name__} fit "
+        f"these arguments; published: "
+        + ", ".join(f"{c['name']} ({describe_call(builder.__name__, c['builder_kwargs'])})"
+                    for c in candidates)
+    )

@@ -1,0 +1,202 @@
+"""The published-weights registry: ``published_weights.json`` (package data,
+so every wheel carries it), its entries validated, and the lookups by name.
+
+Reading it imports neither Keras nor TensorFlow: ``keras-gresnet weights
+list`` stays fast.
+"""
+
+import fnmatch
+import json
+import math
+import numbers
+import re
+from pathlib import Path
+
+from keras_gresnet import files
+from keras_gresnet._checks import PREPROCESSINGS
+
+# The registry of published weight files, one entry per file: package data,
+# so an installed wheel has it (as Keras Applications keep their hash table
+# and timm its default_cfgs in the package).
+REGISTRY_FILE = Path(__file__).resolve().parents[1] / "published_weights.json"
+
+
+PUBLISHED = "published"
+NOT_TRAINED = "not yet trained"
+STATUSES = (PUBLISHED, NOT_TRAINED)
+SUFFIXES = (".keras", ".weights.h5")
+
+# Fields of every entry; a "published" entry also has FILE_FIELDS.
+FIELDS = (
+    "name", "builder", "builder_kwargs", "dataset", "input_shape", "classes",
+    "class_names", "preprocessing", "command", "params", "status",
+)
+FILE_FIELDS = ("test_error_percent", "file", "size", "sha256", "keras_version", "date")
+
+# Set by the entry's own fields (or by loading), never by its builder_kwargs.
+_RESERVED = frozenset({"include_top", "weights", "input_tensor", "input_shape", "classes"})
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class WeightsError(ValueError):
+    """A weight file that cannot be had (not cached, download failed) or does
+    not verify (sha256)."""
+
+
+def _validate(entry, where):
+    """Check one registry entry; ``ValueError`` naming the entry and field."""
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where}: an entry must be a JSON object, got {entry!r}")
+    name = entry.get("name")
+    where = f"{where} ({name!r})" if isinstance(name, str) else where
+    status = entry.get("status")
+    required = FIELDS + (FILE_FIELDS if status == PUBLISHED else ())
+    for field in required:
+        if field not in entry or entry[field] is None:
+            raise ValueError(f"{where}: field {field!r} is missing")
+
+    def bad(field, what):
+        raise ValueError(f"{where}: field {field!r} must be {what}, got {entry[field]!r}")
+
+    if not isinstance(name, str) or not _NAME.match(name):
+        bad("name", "a name of letters, digits, '_', '.' and '-'")
+    if status not in STATUSES:
+        bad("status", f"one of {STATUSES}")
+    for field in ("builder", "dataset", "command"):
+        if not isinstance(entry[field], str) or not entry[field]:
+            bad(field, "a non-empty string")
+    if not isinstance(entry["builder_kwargs"], dict):
+        bad("builder_kwargs", "an object of builder arguments")
+    reserved = sorted(_RESERVED & set(entry["builder_kwargs"]))
+    if reserved:
+        bad("builder_kwargs", f"the architecture arguments only (not {reserved}: "
+            f"the entry's own fields give them)")
+    shape = entry["input_shape"]
+    if not isinstance(shape, list) or not shape or not all(
+        isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape
+    ):
+        bad("input_shape", "a list of positive sizes, e.g. [28, 28, 1]")
+    for field in ("classes", "params"):
+        if isinstance(entry[field], bool) or not isinstance(entry[field], int) or entry[field] < 1:
+            bad(field, "an integer >= 1")
+    # An untrained entry may leave what only training decides: the class
+    # names of its dataset's files (ImageNet's) and the training statistics.
+    untrained = status == NOT_TRAINED
+    names = entry["class_names"]
+    if not isinstance(names, list) or len(names) not in (
+        (entry["classes"], 0) if untrained else (entry["classes"],)
+    ) or not all(isinstance(n, str) for n in names):
+        bad("class_names", f"a list of {entry['classes']} strings (one per class)")
+    preprocessing = entry["preprocessing"]
+    if untrained and isinstance(preprocessing, dict) and set(preprocessing) == {"method"}:
+        if preprocessing["method"] not in PREPROCESSINGS:
+            bad("preprocessing", f"a method in {PREPROCESSINGS}")
+    elif not isinstance(preprocessing, dict) or set(preprocessing) != {"method", "mean", "std"}:
+        bad("preprocessing", "an object with method, mean and std (Preprocessing.get_config())")
+    elif not _valid_statistics(preprocessing):
+        bad("preprocessing", f"a method in {PREPROCESSINGS} with one finite mean and one "
+            f"std > 0 per channel")
+    if status == NOT_TRAINED:
+        given = [f for f in FILE_FIELDS if entry.get(f) is not None]
+        if given:
+            raise ValueError(
+                f"{where}: a {NOT_TRAINED!r} entry carries no file; drop {given} "
+                f"or set status to {PUBLISHED!r}"
+            )
+        return entry
+    file = entry["file"]
+    if not isinstance(file, str) or Path(file).name != file or not file.endswith(SUFFIXES):
+        bad("file", f"a bare file name ending in {' or '.join(SUFFIXES)}")
+    if not isinstance(entry["sha256"], str) or not _SHA256.match(entry["sha256"]):
+        bad("sha256", "64 lowercase hex digits")
+    if isinstance(entry["size"], bool) or not isinstance(entry["size"], int) or entry["size"] < 1:
+        bad("size", "the file size in bytes")
+    error = entry["test_error_percent"]
+    if isinstance(error, bool) or not isinstance(error, numbers.Real) or not 0 <= error <= 100:
+        bad("test_error_percent", "a number in [0, 100]")
+    for field in ("keras_version", "date"):
+        if not isinstance(entry[field], str) or not entry[field]:
+            bad(field, "a non-empty string")
+    return entry
+
+
+def _valid_statistics(preprocessing):
+    """``data.Preprocessing.get_config()``'s form, checked without importing
+    TensorFlow."""
+    mean, std = preprocessing["mean"], preprocessing["std"]
+
+    def numbers_list(values):
+        return isinstance(values, list) and values and all(
+            isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+            for v in values)
+
+    return (preprocessing["method"] in PREPROCESSINGS and numbers_list(mean)
+            and numbers_list(std) and len(mean) == len(std) and all(v > 0 for v in std))
+
+
+def read_registry():
+    """``{name: entry}`` of :data:`REGISTRY_FILE`, every entry validated."""
+    path = Path(REGISTRY_FILE)
+    if not path.exists():
+        return {}
+    try:
+        entries = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not valid JSON ({error})") from None
+    if not isinstance(entries, list):
+        raise ValueError(f"{path}: must hold a JSON list of entries, got {type(entries).__name__}")
+    registry = {}
+    for i, entry in enumerate(entries):
+        _validate(entry, f"{path}: entry {i}")
+        if entry["name"] in registry:
+            raise ValueError(f"{path}: entry {i}: name {entry['name']!r} appears twice")
+        registry[entry["name"]] = entry
+    return registry
+
+
+def write_registry(entries):
+    """Validate ``entries`` (a list of entry dicts, unique names) and write
+    them, sorted by name, to :data:`REGISTRY_FILE` atomically."""
+    names = set()
+    for i, entry in enumerate(entries):
+        _validate(entry, f"entry {i}")
+        if entry["name"] in names:
+            raise ValueError(f"entry {i}: name {entry['name']!r} appears twice")
+        names.add(entry["name"])
+    files.write_text(Path(REGISTRY_FILE), json.dumps(
+        sorted(entries, key=lambda e: e["name"]), indent=2) + "\n")
+
+
+def list_weights(pattern="*"):
+    """Registry entries (dicts) whose name matches the shell wildcard
+    ``pattern``, sorted by name, e.g. ``list_weights("*mlp*")``."""
+    if not isinstance(pattern, str):
+        raise ValueError(f"pattern must be a shell wildcard string, got {pattern!r}")
+    registry = read_registry()
+    return [registry[n] for n in sorted(registry) if fnmatch.fnmatchcase(n, pattern)]
+
+
+def get_weights(name):
+    """The registry entry ``name``."""
+    registry = read_registry()
+    if name in registry:
+        return registry[name]
+    close = [n for n in sorted(registry) if isinstance(name, str) and name.lower() in n.lower()]
+    accepted = ", ".join(map(repr, close or sorted(registry))) or "none yet"
+    raise ValueError(
+        f"Unknown weights name={name!r}; {'similar' if close else 'published'}: {accepted} "
+        f"(see keras_gresnet.weights.list_weights() or `keras-gresnet weights list`)"
+    )
+
+
+def published(entry):
+    """``entry`` if it has a file to load, else a ``ValueError`` naming the
+    command that would produce it."""
+    if entry["status"] != PUBLISHED:
+        raise ValueError(
+            f"weights {entry['name']!r} are {NOT_TRAINED}: there is no file to load. "
+            f"They are produced by: {entry['command']}"
+        )
+    return entry
+

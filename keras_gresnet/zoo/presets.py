@@ -1,0 +1,177 @@
+"""Presets (KerasHub style: a folder with the builder's arguments and its
+weights) and loading weights into a built zoo model from a registry entry,
+a ``.keras`` file, a preset folder or a bare ``.weights.h5``."""
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import keras
+
+from keras_gresnet import __version__
+from keras_gresnet.files import write_json
+from keras_gresnet.weights import (
+    PRESET_CONFIG, PRESET_METADATA, PRESET_WEIGHTS, get_weights, is_path, is_preset,
+    list_weights, published, weights_path,
+)
+from keras_gresnet.weights.fitting import describe_call
+from keras_gresnet.weights.loading import copy_weights, head_layer, load_exact
+from keras_gresnet.zoo.registry import get_model
+
+
+def weight_entries():
+    """Published weight entries, ``{name: entry}``, each entry naming its
+    ``builder`` (:func:`keras_gresnet.weights.list_weights`)."""
+    return {entry["name"]: entry for entry in list_weights()}
+
+
+def _canonical(value):
+    """JSON's view of a value (tuples are lists)."""
+    return json.loads(json.dumps(value, default=repr))
+
+
+def _entry_model(entry, path):
+    """The model the entry's file was saved from, loaded from ``path``."""
+    if path.name.endswith(".keras"):
+        return keras.saving.load_model(path, compile=False, safe_mode=True)
+    model = get_model(
+        entry["builder"], **entry["builder_kwargs"],
+        input_shape=tuple(entry["input_shape"]), classes=entry["classes"],
+    )
+    return load_exact(model, path)
+
+
+def source_model(name_or_path, cache_dir=None):
+    """The full model (with its head) behind a registry name, a ``.keras``
+    file or a preset folder; ``None`` for a bare ``.weights.h5``."""
+    if not is_path(name_or_path):
+        entry = name_or_path if isinstance(name_or_path, dict) else get_weights(name_or_path)
+        entry = published(entry)
+        return _entry_model(entry, weights_path(entry["name"], cache_dir))
+    path = Path(name_or_path)
+    if is_preset(path) or (path.name == PRESET_WEIGHTS and is_preset(path.parent)):
+        return from_preset(path if path.is_dir() else path.parent)
+    if path.is_file() and path.name.endswith(".keras"):
+        return keras.saving.load_model(path, compile=False, safe_mode=True)
+    if path.is_file() and path.name.endswith(".weights.h5"):
+        return None
+    raise ValueError(
+        f"{str(name_or_path)!r} is not a published name, a .keras or .weights.h5 "
+        f"file, or a preset folder"
+    )
+
+
+def load_into(model, weights, *, include_top=None, classes=None, cache_dir=None):
+    """Load weights, layer by layer by name, into the built zoo ``model``.
+
+    ``weights``: a registry entry or name, a ``.keras`` file, a preset
+    folder, or a bare ``.weights.h5`` (saved from this very architecture).
+    With ``include_top`` and ``classes`` other than the weights', the body is
+    loaded and the fresh ``predictions`` layer kept (one log line says so);
+    without ``include_top`` only the body is loaded. Every weighted layer of
+    the body must match by name and shape. Returns ``model``.
+    """
+    head = head_layer(model)
+    include_top = head is not None if include_top is None else include_top
+    if include_top and head is None:
+        raise ValueError(f"include_top=True but {model.name} has no 'predictions' layer")
+    classes = head.units if classes is None and head is not None else classes
+    what = weights["name"] if isinstance(weights, dict) else str(weights)
+    source = source_model(weights, cache_dir)
+    if source is None:  # a bare .weights.h5: Keras' own loading, exact layout
+        try:
+            return load_exact(model, Path(weights), without_top=not include_top)
+        except ValueError as error:
+            raise ValueError(f"{error}. A bare .weights.h5 holds no architecture: it "
+                             f"loads into the model it was saved from (or that model "
+                             f"with include_top=False) only") from None
+    return copy_weights(source, model, include_top=include_top, classes=classes, what=what)
+
+
+def save_preset(model, directory, *, builder, builder_kwargs, metadata=None, overwrite=False):
+    """Save ``model`` as a preset folder (KerasHub style): ``config.json``
+    (builder, its arguments, versions), ``model.weights.h5`` and
+    ``metadata.json``. The folder is written under a temporary name and
+    renamed into place: a preset is complete or absent. ``builder_kwargs``
+    must rebuild ``model`` (checked first); the model's input shape is added
+    when missing. Returns the folder."""
+    directory = Path(directory)
+    kwargs = dict(builder_kwargs or {})
+    given = sorted({"weights", "input_tensor"} & set(kwargs))
+    if given:
+        raise ValueError(f"builder_kwargs of a preset may not set {given}")
+    kwargs.setdefault("input_shape", list(model.input_shape[1:]))
+    kwargs = _canonical(kwargs)
+    twin = get_model(builder, **kwargs)
+    layout = [(w.path, tuple(w.shape)) for w in model.weights]
+    if [(w.path, tuple(w.shape)) for w in twin.weights] != layout:
+        raise ValueError(
+            f"{describe_call(builder, kwargs)} does not rebuild {model.name} (its weights differ "
+            f"in names or shapes): pass the builder_kwargs the model was built with"
+        )
+    # The twin is uncompiled: its weights file holds no optimizer variables,
+    # which from_preset (loading into a fresh build) would refuse.
+    twin.set_weights(model.get_weights())
+    if metadata is not None and not isinstance(metadata, dict):
+        raise ValueError(f"metadata must be a dict (JSON-ready), got {metadata!r}")
+    if directory.exists() and not overwrite:
+        raise ValueError(f"{directory} exists; pass overwrite=True to replace the preset")
+    config = dict(builder=builder, builder_kwargs=kwargs, keras_version=keras.__version__,
+                  keras_gresnet_version=__version__)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = directory.with_name(f".{directory.name}.tmp{os.getpid()}")
+    old = directory.with_name(f".{directory.name}.old{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        tmp.mkdir()
+        write_json(tmp / PRESET_CONFIG, config)
+        twin.save_weights(tmp / PRESET_WEIGHTS)
+        write_json(tmp / PRESET_METADATA, metadata or {})
+        if directory.exists():
+            os.replace(directory, old)
+            try:
+                os.replace(tmp, directory)
+            except BaseException:
+                os.replace(old, directory)  # the old preset stays whole
+                raise
+        else:
+            os.replace(tmp, directory)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+    return directory
+
+
+def _read_preset_config(directory):
+    path = directory / PRESET_CONFIG
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise ValueError(f"{directory} is not a preset: {path} unreadable ({error})") from None
+    if not isinstance(config, dict) or not isinstance(config.get("builder"), str) or not isinstance(
+        config.get("builder_kwargs"), dict
+    ):
+        raise ValueError(f"{path} must hold an object with 'builder' and 'builder_kwargs'")
+    # What save_preset refuses to write, from_preset refuses to read: a
+    # preset's weights are its own file, never another path, name or preset.
+    given = sorted({"weights", "input_tensor"} & set(config["builder_kwargs"]))
+    if given:
+        raise ValueError(f"{path}: builder_kwargs may not set {given} (a preset's weights "
+                         f"are its {PRESET_WEIGHTS})")
+    if not (directory / PRESET_WEIGHTS).is_file():
+        raise ValueError(f"{directory} is not a preset: {PRESET_WEIGHTS} is missing")
+    return config
+
+
+def from_preset(preset, cache_dir=None):
+    """The model of a preset folder (:func:`save_preset`) or of a published
+    registry name, rebuilt by its builder with its weights loaded."""
+    if is_path(preset):
+        directory = Path(preset)
+        if not directory.is_dir():
+            raise ValueError(f"preset {str(preset)!r}: no such folder")
+        config = _read_preset_config(directory)
+        model = get_model(config["builder"], **config["builder_kwargs"])
+        return load_exact(model, directory / PRESET_WEIGHTS)
+    return source_model(preset, cache_dir)

@@ -1,0 +1,568 @@
+"""Convolutional residual nets of HE, GR and WRN: one generic builder
+(:func:`resnet`), the CIFAR, Wide and ImageNet families over it, and one
+function per paper model (``preact_resnet164``, ``gresnet_cifar``...) that
+fixes that family's configuration.
+
+Layer names follow Keras Applications: ``conv1_conv`` (stem),
+``conv{stage}_block{b}_{i}_conv``, ``conv{stage}_block{b}_gate``, ``post_bn``,
+``avg_pool``, ``predictions``; stages start at 2. With
+``resnet_imagenet(layout="keras")`` every weighted layer has the name of its
+counterpart in Keras' ResNetV2.
+"""
+
+import inspect
+
+import keras
+
+from keras_gresnet._checks import check_choice, check_int, check_rate
+from keras_gresnet.layers import BLOCKS, PREACT_UNITS, check_unit_args, conv, residual_unit
+from keras_gresnet.zoo.applications import (
+    builder_arguments, check_common, check_size, head, load_weights, model_input,
+)
+from keras_gresnet.zoo.registry import register_model
+
+CIFAR_WIDTHS = (16, 32, 64)  # HE / GR CIFAR nets
+IMAGENET_WIDTHS = (64, 128, 256, 512)
+# Weighted layers per unit, for depth = layers_per_unit * 3n + 2 (HE).
+CIFAR_LAYERS_PER_UNIT = {"basic": 2, "bottleneck": 3, "single": 1}
+IMAGENET_STAGES = {  # HE: bottleneck units per stage
+    50: (3, 4, 6, 3),
+    101: (3, 4, 23, 3),
+    152: (3, 8, 36, 3),
+    200: (3, 24, 36, 3),
+}
+STEMS = ("cifar", "imagenet")
+# The options of every residual unit, at residual_unit's own defaults.
+UNIT_DEFAULTS = {
+    key: p.default for key, p in inspect.signature(residual_unit).parameters.items()
+    if p.kind is p.KEYWORD_ONLY and key not in ("stride", "name")
+}
+# Which unit of a stage takes its stride: the first (HE), or the last, with
+# no stride in the last stage (Keras ResNetV2, after TF-slim).
+STRIDE_POSITIONS = ("first", "last")
+# Layouts of the ImageNet net as :func:`resnet` arguments: "he" is HE's
+# (fb.resnet.torch's); "keras" is Keras Applications' ResNetV2
+# (``keras.applications.ResNet50V2``...), layer names included, so that its
+# weights load by name (:mod:`keras_gresnet.convert`).
+IMAGENET_LAYOUTS = {
+    "he": {},
+    "keras": dict(
+        stem_bn=False,  # the first unit's preact_bn normalises the pooled stem
+        stride_position="last",
+        subsample="pool",
+        conv_bias=True,
+        naming="keras",
+        bn_epsilon=1.001e-5,
+        bn_momentum=0.99,  # Keras' default, as the source layers have it
+    ),
+}
+
+
+def resnet(stage_sizes, widths, *, stem="cifar", stem_filters=16, stride_position="first",
+           stem_bn=None, include_top=True, weights=None, input_tensor=None, input_shape=None,
+           pooling=None, classes=10, classifier_activation="softmax", name="resnet",
+           **unit_options):
+    """The generic residual net behind every convolutional zoo model.
+
+    Args:
+        stage_sizes: units per stage, e.g. ``(18, 18, 18)`` for ResNet-110.
+        widths: conv width of each stage (every stage but one halves the
+            resolution, see ``stride_position``).
+        stem: ``"cifar"`` (3x3 conv, stride 1) or ``"imagenet"`` (7x7/2 conv +
+            3x3/2 max-pool).
+        stem_filters: width of the stem conv.
+        stride_position: ``"first"`` (HE: the first unit of every stage but
+            the first takes the stride) or ``"last"`` (Keras ResNetV2: the
+            last unit of every stage but the last).
+        stem_bn: BN-ReLU after the stem conv. ``None``: HE's choice (always,
+            but a CIFAR pre-activation net, whose first unit normalises its
+            own input); Keras ResNetV2: ``False``.
+        include_top, weights, input_tensor, input_shape, pooling, classes,
+        classifier_activation, name: as in Keras Applications; ``weights`` is
+            ``None``, a ``.keras`` / ``.weights.h5`` path or a preset folder
+            (the named builders also take published names,
+            :mod:`keras_gresnet.weights`).
+        **unit_options: the arguments of every
+            :func:`keras_gresnet.layers.residual_unit` (``unit, block,
+            shortcut, gated, k_initial, dropout, expansion, shortcut_scale,
+            residual_scale, gate_bias, shortcut_dropout, bn_momentum,
+            bn_epsilon, subsample, conv_bias, naming``), at its defaults when
+            left out; ``conv_bias`` also goes to the stem conv when no batch
+            norm follows it.
+    """
+    builder = name  # the messages name the model being built
+    unknown = sorted(set(unit_options) - set(UNIT_DEFAULTS))
+    if unknown:
+        raise TypeError(f"resnet() got an unexpected keyword argument {unknown[0]!r}")
+    options = {**UNIT_DEFAULTS, **unit_options}
+    unit, block, expansion = options["unit"], options["block"], options["expansion"]
+    if not isinstance(stage_sizes, (list, tuple)) or not stage_sizes:
+        raise ValueError(f"stage_sizes must be a non-empty tuple of ints, got {stage_sizes!r}")
+    if not isinstance(widths, (list, tuple)) or len(widths) != len(stage_sizes):
+        raise ValueError(
+            f"widths must give one width per stage ({len(stage_sizes)}), got {widths!r}"
+        )
+    for n in stage_sizes:
+        check_int(n, "n (units per stage)", 1)
+    for w in widths:
+        check_int(w, "widths", 1)
+    check_int(stem_filters, "stem_filters", 1)
+    check_int(expansion, "expansion", 1)
+    check_choice(stem, "stem", STEMS)
+    check_unit_args(unit, block, options["shortcut"], options["gated"],
+                    subsample=options["subsample"], naming=options["naming"],
+                    conv_bias=options["conv_bias"])
+    check_choice(stride_position, "stride_position", STRIDE_POSITIONS)
+    if stem_bn is not None and not isinstance(stem_bn, bool):
+        raise ValueError(f"stem_bn must be None, True or False, got {stem_bn!r}")
+    check_rate(options["dropout"], "dropout")
+    check_rate(options["shortcut_dropout"], "shortcut_dropout")
+    # Weights per unit: basic 2 3x3 convs (18 w^2); bottleneck 1x1, 3x3, 1x1
+    # with a width expansion e ((2 e + 9) w^2).
+    per_unit = 18 if block != "bottleneck" else 2 * expansion + 9
+    check_size(builder, sum(stage_sizes),
+               sum(n * per_unit * w**2 for n, w in zip(stage_sizes, widths)),
+               "the stage sizes (n or depth) and widths (widen_factor)")
+    downsamplings = len(stage_sizes) - 1 + (2 if stem == "imagenet" else 0)
+    input_shape = check_common(
+        builder, include_top=include_top, weights=weights, input_tensor=input_tensor,
+        input_shape=input_shape, pooling=pooling, classes=classes,
+        classifier_activation=classifier_activation,
+        default_shape=(224, 224, 3) if stem == "imagenet" else (32, 32, 3),
+        min_size=2**downsamplings)
+    preact = unit in PREACT_UNITS
+    if stem_bn is None:
+        # A pre-activation net's first unit normalises its own input; HE's
+        # ImageNet stem keeps BN-ReLU before the max-pool in every variant.
+        stem_bn = not preact or stem == "imagenet"
+
+    bn = dict(momentum=options["bn_momentum"], epsilon=options["bn_epsilon"])
+    inputs, x = model_input(input_tensor, input_shape)
+    stem_bias = options["conv_bias"] and not stem_bn
+    if stem == "imagenet":
+        x = conv(x, stem_filters, 7, stride=2, name="conv1", use_bias=stem_bias)
+    else:
+        x = conv(x, stem_filters, 3, name="conv1", use_bias=stem_bias)
+    if stem_bn:
+        x = keras.layers.BatchNormalization(**bn, name="conv1_bn")(x)
+        x = keras.layers.Activation("relu", name="conv1_relu")(x)
+    if stem == "imagenet":
+        x = keras.layers.ZeroPadding2D(1, name="pool1_pad")(x)
+        x = keras.layers.MaxPooling2D(3, strides=2, name="pool1_pool")(x)
+
+    last_stage = len(stage_sizes) - 1
+    for s, (n, width) in enumerate(zip(stage_sizes, widths)):
+        for b in range(n):
+            if stride_position == "first":
+                strided = b == 0 and s > 0
+            else:
+                strided = b == n - 1 and s < last_stage
+            x = residual_unit(x, width, stride=2 if strided else 1,
+                              name=f"conv{s + 2}_block{b + 1}_", **options)
+    if preact:  # HE: an extra BN-ReLU after the last pre-activation unit
+        x = keras.layers.BatchNormalization(**bn, name="post_bn")(x)
+        x = keras.layers.Activation("relu", name="post_relu")(x)
+    x = head(x, include_top=include_top, pooling=pooling, classes=classes,
+             classifier_activation=classifier_activation)
+    model = keras.Model(inputs, x, name=name)
+    return load_weights(model, weights, include_top=include_top, classes=classes)
+
+
+def _depth_to_n(depth, layers_per_unit, extra, argument="depth"):
+    depth = check_int(depth, argument, layers_per_unit + extra)
+    if (depth - extra) % (3 * layers_per_unit):
+        raise ValueError(
+            f"{argument} must be {3 * layers_per_unit}n+{extra} for this block, "
+            f"e.g. {3 * layers_per_unit * 5 + extra}, got {depth}"
+        )
+    return (depth - extra) // (3 * layers_per_unit)
+
+
+def _resolve_n(n, depth, layers_per_unit, extra, default):
+    if depth is None:
+        return check_int(default if n is None else n, "n", 1)
+    from_depth = _depth_to_n(depth, layers_per_unit, extra)
+    if n is not None and check_int(n, "n", 1) != from_depth:
+        raise ValueError(f"n={n} and depth={depth} disagree (depth {depth} means n={from_depth})")
+    return from_depth
+
+
+
+
+# ------------------------------------------------------------------ CIFAR
+
+
+def _cifar(*, n=None, depth=None, block="basic", widths=CIFAR_WIDTHS, **arguments):
+    """HE's CIFAR net: 3 stages of ``n`` units, ``depth = layers * 3n + 2``."""
+    if block not in BLOCKS:
+        check_unit_args(block=block)
+    n = _resolve_n(n, depth, CIFAR_LAYERS_PER_UNIT[block], 2, default=5)
+    arguments.setdefault("stem_filters", widths[0] if isinstance(widths, (list, tuple))
+                         and widths else CIFAR_WIDTHS[0])
+    return resnet((n, n, n), widths, stem="cifar", block=block, **arguments)
+
+
+@register_model(
+    configs=[
+        dict(n=5),  # GR Table 3's "ResNet n=5"
+        dict(depth=110, unit="original"),  # HE Tables 1-3
+        dict(depth=110, block="single", unit="original"),  # HE Table 3, 1-layer skip
+        dict(depth=110, block="single"),
+    ]
+)
+def resnet_cifar(n=None, *, depth=None, unit="preact", block="basic", shortcut="identity",
+                 gated=False, widths=CIFAR_WIDTHS, k_initial=1.0, dropout=0.0, expansion=4,
+                 shortcut_scale=0.5, residual_scale=1.0, gate_bias=-6.0, shortcut_dropout=0.5,
+                 bn_momentum=0.9, bn_epsilon=1e-5, subsample="conv", conv_bias=False,
+                 naming="zoo", stride_position="first", stem_bn=None, include_top=True,
+                 weights=None, input_tensor=None, input_shape=None, pooling=None, classes=10,
+                 classifier_activation="softmax", name="resnet_cifar"):
+    """CIFAR residual net of HE and GR, every HE CIFAR variant an argument.
+
+    3 stages of ``n`` units, widths 16/32/64.
+
+    Depth is ``6n+2`` (basic), ``9n+2`` (bottleneck) or ``3n+2`` (single,
+    HE's 1-layer skip); give ``n`` or ``depth``. Default: GR's ``n=5``.
+
+    Args:
+        n: units per stage. depth: total weighted layers (alternative to n).
+        unit: ``"preact"`` (full pre-activation, HE's best) or any HE Table 2
+            arrangement: ``"original"``, ``"bn_after_add"``,
+            ``"relu_before_add"``, ``"relu_preact"``.
+        block: ``"basic"``, ``"bottleneck"`` or ``"single"``.
+        shortcut: HE Table 1 kind: ``"identity"``, ``"scaling"``,
+            ``"exclusive_gating"``, ``"shortcut_gating"``, ``"conv"``,
+            ``"dropout"``.
+        gated: GR's scalar gate on every unit (GResNet).
+        widths: stage widths.
+        k_initial, dropout, expansion, shortcut_scale, residual_scale,
+        gate_bias, shortcut_dropout, bn_momentum, bn_epsilon, subsample,
+        conv_bias, naming, stride_position, stem_bn: as in :func:`resnet`.
+        include_top, weights, input_tensor, input_shape, pooling, classes,
+        classifier_activation, name: as in Keras Applications; ``weights``
+            also takes a published name or its dataset (``"cifar10"``).
+    """
+    return _cifar(**builder_arguments(resnet_cifar, locals()))
+
+
+@register_model(family="resnet_cifar")
+def gresnet_cifar(n=5, *, depth=None, block="basic", shortcut="identity",
+                  widths=CIFAR_WIDTHS, k_initial=1.0, dropout=0.0, bn_momentum=0.9,
+                  include_top=True, weights=None, input_tensor=None, input_shape=None,
+                  pooling=None, classes=10, classifier_activation="softmax",
+                  name="gresnet_cifar"):
+    """GR's CIFAR GResNet (GR Table 3: n=5, 32 layers, 15 gates).
+
+    A full pre-activation ResNet with a scalar gate ``k`` on every unit.
+
+    Arguments as :func:`resnet_cifar` (``depth = 6n + 2``).
+    """
+    return _cifar(unit="preact", gated=True, **builder_arguments(gresnet_cifar, locals()))
+
+
+def _he_cifar(builder, call, *, depth, unit, block):
+    return _cifar(depth=depth, unit=unit, block=block, **builder_arguments(builder, call))
+
+
+# HE Tables 2-3 (CIFAR): the paper's named nets.
+
+
+@register_model(family="resnet_cifar")
+def preact_resnet110(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
+                     input_tensor=None, input_shape=None, pooling=None, classes=10,
+                     classifier_activation="softmax", name="preact_resnet110"):
+    """ResNet-110, full pre-activation (HE Table 2).
+
+    Arguments as :func:`resnet_cifar`, which builds the other variants.
+    """
+    return _he_cifar(preact_resnet110, locals(), depth=110, unit="preact", block="basic")
+
+
+@register_model(family="resnet_cifar")
+def preact_resnet164(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
+                     input_tensor=None, input_shape=None, pooling=None, classes=10,
+                     classifier_activation="softmax", name="preact_resnet164"):
+    """ResNet-164, bottleneck, full pre-activation (HE Tables 2-3).
+
+    Arguments as :func:`resnet_cifar`.
+    """
+    return _he_cifar(preact_resnet164, locals(), depth=164, unit="preact", block="bottleneck")
+
+
+@register_model(family="resnet_cifar")
+def preact_resnet1001(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
+                      input_tensor=None, input_shape=None, pooling=None, classes=10,
+                      classifier_activation="softmax", name="preact_resnet1001"):
+    """ResNet-1001, bottleneck, full pre-activation (HE Table 3).
+
+    Arguments as :func:`resnet_cifar`.
+    """
+    return _he_cifar(preact_resnet1001, locals(), depth=1001, unit="preact", block="bottleneck")
+
+
+@register_model(family="resnet_cifar")
+def resnet110(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
+              input_tensor=None, input_shape=None, pooling=None, classes=10,
+              classifier_activation="softmax", name="resnet110"):
+    """ResNet-110, original (post-activation) unit (HE Tables 1-2).
+
+    Arguments as :func:`resnet_cifar`.
+    """
+    return _he_cifar(resnet110, locals(), depth=110, unit="original", block="basic")
+
+
+@register_model(family="resnet_cifar")
+def resnet164(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
+              input_tensor=None, input_shape=None, pooling=None, classes=10,
+              classifier_activation="softmax", name="resnet164"):
+    """ResNet-164, bottleneck, original unit (HE Table 3).
+
+    Arguments as :func:`resnet_cifar`.
+    """
+    return _he_cifar(resnet164, locals(), depth=164, unit="original", block="bottleneck")
+
+
+@register_model(family="resnet_cifar")
+def resnet1001(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
+               input_tensor=None, input_shape=None, pooling=None, classes=10,
+               classifier_activation="softmax", name="resnet1001"):
+    """ResNet-1001, bottleneck, original unit (HE Table 3).
+
+    Arguments as :func:`resnet_cifar`.
+    """
+    return _he_cifar(resnet1001, locals(), depth=1001, unit="original", block="bottleneck")
+
+
+# ------------------------------------------------------------------- Wide
+
+
+def _wide(*, n=None, widen_factor=10, depth=None, **arguments):
+    """WRN-d-k: depth ``6n+4``, widths 16k/32k/64k, pre-activation basic units."""
+    check_int(widen_factor, "widen_factor", 1)
+    n = _resolve_n(n, depth, 2, 4, default=4)
+    return resnet((n, n, n), tuple(w * widen_factor for w in CIFAR_WIDTHS), stem="cifar",
+                  stem_filters=CIFAR_WIDTHS[0], unit="preact", block="basic", **arguments)
+
+
+@register_model(configs=[dict(n=4, widen_factor=10, dropout=0.3)])
+def wide_resnet(n=None, widen_factor=10, dropout=0.3, *, depth=None, gated=False,
+                k_initial=1.0, bn_momentum=0.9, include_top=True, weights=None,
+                input_tensor=None, input_shape=None, pooling=None, classes=10,
+                classifier_activation="softmax", name="wide_resnet"):
+    """Wide ResNet WRN-d-k (WRN; GR Tables 3-4).
+
+    Depth ``6n+4``, widths 16k/32k/64k, full pre-activation basic units,
+    dropout between the convs.
+
+    Default: WRN-28-10 with dropout 0.3 (n=4).
+
+    Args:
+        n: units per stage. depth: alternative to n (``6n+4``).
+        widen_factor: ``k``.
+        dropout: rate between the two convs of each unit.
+        gated: GR's gate on every unit (:func:`wide_gresnet`).
+        k_initial, bn_momentum, and the Keras Applications arguments: as in
+            :func:`resnet_cifar`.
+    """
+    return _wide(**builder_arguments(wide_resnet, locals()))
+
+
+@register_model(configs=[dict(n=4, widen_factor=10, dropout=0.3)], family="wide_resnet")
+def wide_gresnet(n=None, widen_factor=10, dropout=0.3, *, depth=None, k_initial=1.0,
+                 bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
+                 input_shape=None, pooling=None, classes=10, classifier_activation="softmax",
+                 name="wide_gresnet"):
+    """Wide GResNet (GR Tables 3-4): WRN-28-10 with a gate on every unit.
+
+    Arguments as :func:`wide_resnet`.
+    """
+    return _wide(gated=True, **builder_arguments(wide_gresnet, locals()))
+
+
+# --------------------------------------------------------------- ImageNet
+
+
+def _imagenet(*, depth=152, unit="preact", layout="he", bn_momentum=None, **arguments):
+    """HE's ImageNet bottleneck net in one of :data:`IMAGENET_LAYOUTS`."""
+    if depth not in IMAGENET_STAGES:
+        raise ValueError(
+            f"depth must be one of {tuple(IMAGENET_STAGES)} for ImageNet ResNets, got {depth!r}"
+        )
+    check_choice(layout, "layout", tuple(IMAGENET_LAYOUTS))
+    if layout == "keras" and unit != "preact":
+        raise ValueError(
+            f"layout='keras' is Keras' ResNetV2, a full pre-activation net: it takes "
+            f"unit='preact', got unit={unit!r}"
+        )
+    arguments.update(IMAGENET_LAYOUTS[layout])
+    if bn_momentum is not None:
+        arguments["bn_momentum"] = bn_momentum
+    return resnet(IMAGENET_STAGES[depth], IMAGENET_WIDTHS, stem="imagenet", stem_filters=64,
+                  unit=unit, block="bottleneck", **arguments)
+
+
+@register_model(configs=[dict(depth=d) for d in IMAGENET_STAGES])
+def resnet_imagenet(depth=152, *, unit="preact", gated=False, layout="he", k_initial=1.0,
+                    bn_momentum=None, include_top=True, weights=None, input_tensor=None,
+                    input_shape=None, pooling=None, classes=1000,
+                    classifier_activation="softmax", name="resnet_imagenet"):
+    """ImageNet bottleneck ResNet of HE, every depth and unit an argument.
+
+    7x7/2 stem + 3x3/2 max-pool, four stages of widths 64/128/256/512 (x4
+    expansion), 224x224 inputs.
+
+    Args:
+        depth: 50, 101, 152 (units 3-8-36-3) or 200 (3-24-36-3).
+        unit: HE Table 2 arrangement (``"preact"`` or ``"original"``...).
+        gated: GR's gate on every unit.
+        layout: ``"he"`` (fb.resnet.torch, HE's code) or ``"keras"``: Keras
+            Applications' ResNetV2 (``keras.applications.ResNet50V2``...,
+            full pre-activation), layer names included, so that its weights
+            load by name (:func:`keras_gresnet.convert.from_keras_applications`).
+            A layout sets the :data:`IMAGENET_LAYOUTS` arguments of
+            :func:`resnet`.
+        bn_momentum: BatchNorm momentum; ``None``: the layout's (HE 0.9,
+            Keras 0.99).
+        k_initial and the Keras Applications arguments: as in
+            :func:`resnet_cifar` (``classes=1000``).
+    """
+    return _imagenet(**builder_arguments(resnet_imagenet, locals()))
+
+
+def _he_imagenet(builder, call, *, depth, unit, gated):
+    return _imagenet(depth=depth, unit=unit, gated=gated, **builder_arguments(builder, call))
+
+
+# HE's ImageNet nets (pre-activation and original units) and GR's gate on them.
+
+
+@register_model(family="resnet_imagenet")
+def preact_resnet50(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
+                    input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
+                    name="preact_resnet50"):
+    """ImageNet ResNet-50, full pre-activation (HE).
+
+    Arguments as :func:`resnet_imagenet`.
+    """
+    return _he_imagenet(preact_resnet50, locals(), depth=50, unit="preact", gated=False)
+
+
+@register_model(family="resnet_imagenet")
+def resnet50(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
+             input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
+             name="resnet50"):
+    """ImageNet ResNet-50, original unit (HE).
+
+    Arguments as :func:`resnet_imagenet`.
+    """
+    return _he_imagenet(resnet50, locals(), depth=50, unit="original", gated=False)
+
+
+@register_model(family="resnet_imagenet")
+def gresnet50(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
+              input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
+              name="gresnet50"):
+    """ImageNet GResNet-50: full pre-activation, GR's gate on every unit.
+
+    Arguments as :func:`resnet_imagenet`.
+    """
+    return _he_imagenet(gresnet50, locals(), depth=50, unit="preact", gated=True)
+
+
+@register_model(family="resnet_imagenet")
+def preact_resnet101(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
+                     input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
+                     name="preact_resnet101"):
+    """ImageNet ResNet-101, full pre-activation (HE).
+
+    Arguments as :func:`resnet_imagenet`.
+    """
+    return _he_imagenet(preact_resnet101, locals(), depth=101, unit="preact", gated=False)
+
+
+@register_model(family="resnet_imagenet")
+def resnet101(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
+              input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
+              name="resnet101"):
+    """ImageNet ResNet-101, original unit (HE).
+
+    Arguments as :func:`resnet_imagenet`.
+    """
+    return _he_imagenet(resnet101, locals(), depth=101, unit="original", gated=False)
+
+
+@register_model(family="resnet_imagenet")
+def gresnet101(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
+               input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
+               name="gresnet101"):
+    """ImageNet GResNet-101: full pre-activation, GR's gate on every unit.
+
+    Arguments as :func:`resnet_imagenet`.
+    """
+    return _he_imagenet(gresnet101, locals(), depth=101, unit="preact", gated=True)
+
+
+@register_model(family="resnet_imagenet")
+def preact_resnet152(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
+                     input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
+                     name="preact_resnet152"):
+    """ImageNet ResNet-152, full pre-activation (HE).
+
+    Arguments as :func:`resnet_imagenet`.
+    """
+    return _he_imagenet(preact_resnet152, locals(), depth=152, unit="preact", gated=False)
+
+
+@register_model(family="resnet_imagenet")
+def resnet152(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
+              input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
+              name="resnet152"):
+    """ImageNet ResNet-152, original unit (HE).
+
+    Arguments as :func:`resnet_imagenet`.
+    """
+    return _he_imagenet(resnet152, locals(), depth=152, unit="original", gated=False)
+
+
+@register_model(family="resnet_imagenet")
+def gresnet152(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
+               input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
+               name="gresnet152"):
+    """ImageNet GResNet-152: full pre-activation, GR's gate on every unit.
+
+    Arguments as :func:`resnet_imagenet`.
+    """
+    return _he_imagenet(gresnet152, locals(), depth=152, unit="preact", gated=True)
+
+
+@register_model(family="resnet_imagenet")
+def preact_resnet200(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
+                     input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
+                     name="preact_resnet200"):
+    """ImageNet ResNet-200, full pre-activation (HE).
+
+    Arguments as :func:`resnet_imagenet`.
+    """
+    return _he_imagenet(preact_resnet200, locals(), depth=200, unit="preact", gated=False)
+
+
+@register_model(family="resnet_imagenet")
+def resnet200(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
+              input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
+              name="resnet200"):
+    """ImageNet ResNet-200, original unit (HE).
+
+    Arguments as :func:`resnet_imagenet`.
+    """
+    return _he_imagenet(resnet200, locals(), depth=200, unit="original", gated=False)
+
+
+@register_model(family="resnet_imagenet")
+def gresnet200(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
+               input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
+               name="gresnet200"):
+    """ImageNet GResNet-200: full pre-activation, GR's gate on every unit.
+
+    Arguments as :func:`resnet_imagenet`.
+    """
+    return _he_imagenet(gresnet200, locals(), depth=200, unit="preact", gated=True)

@@ -1,0 +1,150 @@
+"""The package's shape: imports flow one way with no cycle, every zoo builder
+is a literal ``def`` with the Keras Applications signature, every module says
+what it is for."""
+
+import ast
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+
+import keras_gresnet
+from keras_gresnet import zoo
+
+ROOT = Path(keras_gresnet.__file__).resolve().parent
+PACKAGE = "keras_gresnet"
+# The one direction imports flow: a module may import its own part and the
+# parts before it, never one after it. Same-rank parts do not import each other.
+ORDER = [
+    ("_checks", "_paths", "_catalog", "files", "optimizers"),
+    ("layers",),
+    ("weights",),
+    ("zoo",),
+    ("data",),
+    ("plots",),
+    ("training",),
+    ("analysis",),
+    ("finetune", "convert"),
+    ("cli",),
+]
+RANK = {part: rank for rank, parts in enumerate(ORDER) for part in parts}
+KERAS_APPLICATIONS = ("include_top", "weights", "input_tensor", "input_shape", "pooling",
+                      "classes", "classifier_activation", "name")
+
+
+def _modules():
+    """``{dotted name: path}`` of every module of the package."""
+    found = {}
+    for path in ROOT.rglob("*.py"):
+        parts = path.relative_to(ROOT.parent).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imported(module, path):
+    """The package modules ``module`` imports anywhere in its file (function
+    bodies included: an import inside a function still runs), with the
+    packages whose ``__init__`` each import executes."""
+    targets = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            # ``from a import b``: the submodule a.b when there is one, else a.
+            names = [f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in MODULES
+                     else node.module for alias in node.names]
+        for name in names:
+            if not name.startswith(PACKAGE + ".") or name not in MODULES:
+                continue
+            # Importing a.b.c runs a/__init__ and a/b/__init__ first, but a
+            # module's own packages are already being imported.
+            parts = name.split(".")
+            for i in range(2, len(parts) + 1):
+                target = ".".join(parts[:i])
+                if not module.startswith(target + ".") and target != module:
+                    targets.add(target)
+    return targets
+
+
+GRAPH = {module: _imported(module, path) for module, path in MODULES.items()
+         if module != PACKAGE}  # the top package imports nothing (lazy attributes)
+
+
+def _cycle(graph):
+    """One import cycle as a list of modules, or ``None``."""
+    state = {}
+
+    def visit(module, trail):
+        state[module] = "open"
+        for target in sorted(graph.get(module, ())):
+            if state.get(target) == "open":
+                return trail[trail.index(target):] + [target]
+            if target not in state:
+                found = visit(target, trail + [target])
+                if found:
+                    return found
+        state[module] = "done"
+        return None
+
+    for module in sorted(graph):
+        if module not in state:
+            found = visit(module, [module])
+            if found:
+                return found
+    return None
+
+
+def test_the_cycle_finder_finds_cycles():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_no_import_cycle_among_the_package_modules():
+    assert len(GRAPH) > 30 and "keras_gresnet.zoo.mlps" in GRAPH
+    assert "keras_gresnet.layers" in GRAPH["keras_gresnet.zoo.mlps"]
+    assert _cycle(GRAPH) is None, f"import cycle: {' -> '.join(_cycle(GRAPH))}"
+
+
+def test_imports_flow_one_way():
+    assert set(RANK) == {m.split(".")[1] for m in GRAPH}, "a part of the package has no rank"
+    upward = []
+    for module, targets in GRAPH.items():
+        part = module.split(".")[1]
+        for target in targets:
+            other = target.split(".")[1]
+            if other != part and RANK[other] >= RANK[part]:
+                upward.append(f"{module} imports {target}")
+    assert not upward, upward
+
+
+def test_every_builder_is_a_literal_def_with_the_keras_applications_signature():
+    names = zoo.list_models()
+    assert len(names) >= 27
+    for name in names:
+        builder = zoo.model_builder(name)
+        assert builder is getattr(zoo, name) and builder.__name__ == name
+        source = Path(inspect.getsourcefile(builder)).read_text()
+        assert re.search(rf"^def {name}\(", source, re.M), f"no literal `def {name}(`"
+        params = inspect.signature(builder).parameters
+        kinds = {p.kind for p in params.values()}
+        assert inspect.Parameter.VAR_KEYWORD not in kinds, f"{name} takes **kwargs"
+        assert inspect.Parameter.VAR_POSITIONAL not in kinds, f"{name} takes *args"
+        assert "builder" not in params, f"{name} has a hidden builder argument"
+        missing = [a for a in KERAS_APPLICATIONS if a not in params]
+        assert not missing, f"{name} lacks {missing}"
+        assert params["name"].default == name, f"{name}'s default model name"
+        assert params["weights"].default is None and params["include_top"].default is True
+        assert builder.__doc__ and builder.__doc__.strip()
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_every_module_says_what_it_is_for(module):
+    docstring = ast.get_docstring(ast.parse(MODULES[module].read_text()))
+    assert docstring and len(docstring.split()) >= 5, f"{module} has no module docstring"
