@@ -439,3 +439,41 @@ def test_cli_weights_list_download_verify(registry, published, server, monkeypat
         assert cli.main(argv) == 2
         assert len(capsys.readouterr().err.strip().splitlines()) == 1
     assert len(server.requests) == 1
+
+
+# ---------------------------------------------------------------- release
+
+
+def test_a_release_is_the_verified_files_and_their_sha256sums(published, registry, tmp_path):
+    files = ("gresnet_mlp2_tiny.keras", "gresnet_mlp2_tiny.weights.h5")
+    registry.write([_entry(f"tiny{i}", published.folder / f) for i, f in enumerate(files)]
+                   + [dict(_entry("later", published.folder / files[0]), status="not yet trained",
+                           **{k: None for k in weights.FILE_FIELDS})])
+    out, count = weights.release.write_release(tmp_path / "release", published.folder)
+    assert count == 2 and sorted(p.name for p in out.iterdir()) == sorted(
+        [*files, weights.release.MANIFEST])
+    for line in (out / weights.release.MANIFEST).read_text().splitlines():
+        digest, name = line.split("  ")
+        assert weights.sha256_of(out / name) == digest == weights.sha256_of(
+            published.folder / name)
+    # A source file that does not verify: an error naming it, nothing written.
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for f in files:
+        (bad / f).write_bytes((published.folder / f).read_bytes())
+    (bad / files[1]).write_bytes(b"tampered")
+    with pytest.raises(ValueError, match=rf"{files[1]}: sha256 .* is not the registry's"):
+        weights.release.write_release(tmp_path / "second", bad)
+    assert not (tmp_path / "second").exists()
+
+
+def test_write_registry_validates_before_writing(published, registry):
+    entry = _entry("tiny", published.folder / "gresnet_mlp2_tiny.keras")
+    weights.write_registry([entry])
+    assert [e["name"] for e in weights.list_weights()] == ["tiny"]
+    before = weights.registry.REGISTRY_FILE.read_text()
+    with pytest.raises(ValueError, match="name 'tiny' appears twice"):
+        weights.write_registry([entry, entry])
+    with pytest.raises(ValueError, match="field 'sha256' must be 64 lowercase hex digits"):
+        weights.write_registry([dict(entry, sha256="nope")])
+    assert weights.registry.REGISTRY_FILE.read_text() == before

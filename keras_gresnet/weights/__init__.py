@@ -40,6 +40,7 @@ from keras_gresnet.weights.fitting import (
     is_preset,
     resolve,
 )
+from keras_gresnet.weights.release import MANIFEST, write_release
 from keras_gresnet.weights.registry import (
     FIELDS,
     FILE_FIELDS,
@@ -55,10 +56,10 @@ from keras_gresnet.weights.registry import (
 )
 
 __all__ = [
-    "CACHE_SUBDIR", "DEFAULT_BASE_URL", "DEFAULT_TIMEOUT", "FIELDS", "FILE_FIELDS",
+    "CACHE_SUBDIR", "DEFAULT_BASE_URL", "DEFAULT_TIMEOUT", "FIELDS", "FILE_FIELDS", "MANIFEST",
     "NOT_TRAINED", "PRESET_CONFIG", "PRESET_METADATA", "PRESET_WEIGHTS", "PUBLISHED",
     "STATUSES", "SUFFIXES", "TIMEOUT_ENV", "URL_ENV", "WeightsError", "base_url",
     "cache_folder", "check_argument", "check_fits", "get_weights", "is_path", "is_preset",
     "list_weights", "published", "resolve", "sha256_of", "verify_cache", "weights_path",
-    "write_registry",
+    "write_registry", "write_release",
 ]

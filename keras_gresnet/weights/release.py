@@ -39,14 +39,14 @@ def published_files(source):
 def write_release(out, source):
     """Write the release folder ``out`` from the files in ``source`` (every
     one verified before anything is written); returns ``(out, file count)``."""
-    files = published_files(source)
+    found = published_files(source)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    for _, path in files:
+    for _, path in found:
         target = out / path.name
         if target.resolve() != path.resolve():
             with files.atomic_path(target) as tmp:
                 shutil.copyfile(path, tmp)
-    lines = [f"{entry['sha256']}  {entry['file']}" for entry, _ in files]
+    lines = [f"{entry['sha256']}  {entry['file']}" for entry, _ in found]
     files.write_text(out / MANIFEST, "\n".join(sorted(lines, key=lambda line: line[66:])) + "\n")
-    return out, len(files)
+    return out, len(found)
