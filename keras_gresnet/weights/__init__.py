@@ -42,6 +42,7 @@ from keras_gresnet.weights.fitting import (
 )
 from keras_gresnet.weights.release import MANIFEST, write_release
 from keras_gresnet.weights.registry import (
+    CARD_FIELDS,
     FIELDS,
     FILE_FIELDS,
     NOT_TRAINED,
@@ -51,15 +52,16 @@ from keras_gresnet.weights.registry import (
     WeightsError,
     get_weights,
     list_weights,
+    model_card,
     published,
     write_registry,
 )
 
 __all__ = [
-    "CACHE_SUBDIR", "DEFAULT_BASE_URL", "DEFAULT_TIMEOUT", "FIELDS", "FILE_FIELDS", "MANIFEST",
+    "CACHE_SUBDIR", "CARD_FIELDS", "DEFAULT_BASE_URL", "DEFAULT_TIMEOUT", "FIELDS", "FILE_FIELDS", "MANIFEST",
     "NOT_TRAINED", "PRESET_CONFIG", "PRESET_METADATA", "PRESET_WEIGHTS", "PUBLISHED",
     "STATUSES", "SUFFIXES", "TIMEOUT_ENV", "URL_ENV", "WeightsError", "base_url",
     "cache_folder", "check_argument", "check_fits", "get_weights", "is_path", "is_preset",
-    "list_weights", "published", "resolve", "sha256_of", "verify_cache", "weights_path",
+    "list_weights", "model_card", "published", "resolve", "sha256_of", "verify_cache", "weights_path",
     "write_registry", "write_release",
 ]

@@ -32,6 +32,10 @@ FIELDS = (
     "class_names", "preprocessing", "command", "params", "status",
 )
 FILE_FIELDS = ("test_error_percent", "file", "size", "sha256", "keras_version", "date")
+# The model card's own fields (optional, checked when present): the weights'
+# licence, the training data's terms, and how long and with which seed they
+# were trained.
+CARD_FIELDS = ("license", "dataset_terms", "epochs", "seed")
 
 # Set by the entry's own fields (or by loading), never by its builder_kwargs.
 _RESERVED = frozenset({"include_top", "weights", "input_tensor", "input_shape", "classes"})
@@ -58,6 +62,14 @@ def _validate(entry, where):
 
     def bad(field, what):
         raise ValueError(f"{where}: field {field!r} must be {what}, got {entry[field]!r}")
+
+    for field in ("license", "dataset_terms"):
+        if field in entry and (not isinstance(entry[field], str) or not entry[field]):
+            bad(field, "a non-empty string")
+    for field, low in (("epochs", 1), ("seed", 0)):
+        if field in entry and (isinstance(entry[field], bool) or not isinstance(
+                entry[field], int) or entry[field] < low):
+            bad(field, f"an integer >= {low}")
 
     if not isinstance(name, str) or not _NAME.match(name):
         bad("name", "a name of letters, digits, '_', '.' and '-'")
@@ -188,6 +200,33 @@ def get_weights(name):
         f"Unknown weights name={name!r}; {'similar' if close else 'published'}: {accepted} "
         f"(see keras_gresnet.weights.list_weights() or `keras-gresnet weights list`)"
     )
+
+
+def model_card(entry):
+    """The model card of a registry entry, as Markdown: what it is, how it
+    was trained, how well it does, the file, and the licences."""
+    def field(key, shown=None):
+        value = entry.get(key)
+        return "not recorded" if value is None else (shown or str)(value)
+
+    kwargs = ", ".join(f"{k}={v!r}" for k, v in sorted(entry["builder_kwargs"].items()))
+    lines = [
+        f"# {entry['name']}",
+        "",
+        f"- model: `keras_gresnet.zoo.{entry['builder']}({kwargs})`, "
+        f"{entry['params']:,} trainable parameters",
+        f"- data: {entry['dataset']}, input shape {tuple(entry['input_shape'])}, "
+        f"{entry['classes']} classes, preprocessing {entry['preprocessing']['method']!r}",
+        f"- status: {entry['status']}",
+        f"- test error: {field('test_error_percent', lambda v: f'{v:.2f}%')} "
+        f"(the dataset's full test set)",
+        f"- trained: {field('epochs')} epochs, seed {field('seed')}, by `{entry['command']}`",
+        f"- file: {field('file')}, {field('size', lambda v: f'{v:,} bytes')}, "
+        f"sha256 {field('sha256')}, Keras {field('keras_version')}, {field('date')}",
+        f"- licence of the weights: {field('license')}",
+        f"- training data's terms: {field('dataset_terms')}",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def published(entry):
