@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from keras_gresnet import data
+
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.integration
 
@@ -75,9 +77,9 @@ LOAD = """
 import json, numpy as np, keras, keras_gresnet
 from keras_gresnet import data, weights, zoo
 assert keras_gresnet.__file__.startswith({site!r}), keras_gresnet.__file__
-model = zoo.gresnet_mlp(depth=20, weights="fashion_mnist")
-entry = weights.get_weights("gresnet_mlp20_fashion_mnist")
-images, labels = data.load("fashion_mnist", "test")
+model = zoo.gresnet_mlp(depth={depth}, weights="{dataset}")
+entry = weights.get_weights("gresnet_mlp{depth}_{dataset}")
+images, labels = data.load("{dataset}", "test", data_dir={data_dir!r})
 pre = data.Preprocessing.from_config(entry["preprocessing"])
 test = data.make_dataset(images, labels, batch_size=2000, preprocessing=pre)
 predicted = np.concatenate([np.argmax(keras.ops.convert_to_numpy(model(x)), -1) for x, _ in test])
@@ -104,15 +106,33 @@ def test_wheel_carries_the_registry_and_downloads_verified_weights(installed, mi
         assert entry["name"] in listing
     assert requests == []  # listing reads the packaged registry only
 
-    first = json.loads(run(site, outside, LOAD.format(site=str(site)), env).splitlines()[-1])
+    first = json.loads(run(site, outside, LOAD.format(site=str(site), depth=20,
+                                                      dataset="fashion_mnist", data_dir=None),
+                           env).splitlines()[-1])
     assert requests == ["/gresnet_mlp20_fashion_mnist.keras"]
     assert first["cached"] == ["gresnet_mlp20_fashion_mnist.keras"]
     # The recorded test error, to one test image in 10,000.
     assert first["error"] == pytest.approx(first["recorded"], abs=0.011)
 
-    second = json.loads(run(site, outside, LOAD.format(site=str(site)), env).splitlines()[-1])
+    second = json.loads(run(site, outside, LOAD.format(site=str(site), depth=20,
+                                                       dataset="fashion_mnist", data_dir=None),
+                            env).splitlines()[-1])
     assert requests == ["/gresnet_mlp20_fashion_mnist.keras"]  # no second request
     assert second["error"] == first["error"]
+
+
+def test_wheel_loads_gr_deepest_gresnet_on_mnist(installed, mirror, tmp_path):
+    """``zoo.gresnet_mlp(depth=100, weights="mnist")`` from the installed
+    wheel: one verified download, and GR's data gives the recorded error."""
+    site, _ = installed
+    url, requests = mirror
+    env = dict(KERAS_HOME=str(tmp_path / "keras_home"), KERAS_GRESNET_WEIGHTS_URL=url)
+    # An empty $KERAS_HOME for the weights; the real MNIST where `make data` put it.
+    mnist = str(data.datasets_folder() / "mnist")
+    out = json.loads(run(site, tmp_path, LOAD.format(site=str(site), depth=100, dataset="mnist",
+                                                     data_dir=mnist), env).splitlines()[-1])
+    assert requests == ["/gresnet_mlp100_mnist.keras"]
+    assert out["error"] == pytest.approx(out["recorded"], abs=0.011)
 
 
 def test_installed_wheel_has_no_checkout_weights(installed, tmp_path):
