@@ -1,26 +1,42 @@
-"""Few-shot fine-tuning on Fashion-MNIST, against training from scratch.
+"""Few-shot transfer between MNIST and Fashion-MNIST: finetune() against training from scratch.
 
-A GResNet MLP (GR Table 1's ``gresnet_mlp``) is pretrained with GR's MNIST
-recipe on all training images of classes 0-4 (T-shirt/top, trouser,
-pullover, dress, coat), then fine-tuned (:func:`keras_gresnet.finetune.finetune`)
-on ``--shots`` labelled training images of each of classes 5-9 (sandal, shirt,
-sneaker, bag, ankle boot). Two nets of the same architecture are trained
-from scratch on the same images with the same budget (``--epochs`` passes,
-same batches): one with GR's recipe, one with the fine-tuning's two phases
-on an untrained body (the control: what the pretrained weights add). All
-three are tested side by side on the test images of classes 5-9::
+For each depth (``--depths``), direction (a published ``gresnet_mlp`` of one
+dataset fine-tuned on the other), number of labelled training images per
+class (``--shots``) and seed (``--seeds``: it draws the images and seeds the
+training), three nets are trained on the same seeded images, pixels / 255,
+and tested on the target's full 10,000-image test set:
 
-    python scripts/finetune_example.py --seed 0 --shots 20 --epochs 20
+- old: :func:`keras_gresnet.finetune.finetune` with the defaults it had
+  before (Keras' guide: Adam, batch 32, the head 10 epochs at 1e-3, then
+  everything but BatchNorm 10 epochs at 1e-5, constant rates);
+- new: ``finetune()`` with no arguments (its current defaults, read from its
+  signature);
+- scratch: the same architecture, randomly initialised, trained with GR's
+  optimizer and learning rate (Keras 1 Nadam, 0.002, the ``gr_mnist``
+  recipe) for the new defaults' budget: ``head_epochs + full_epochs`` passes
+  over the same images at finetune's default batch size, i.e. the same
+  steps. (GR's batch of 128 would give 1 step per epoch on 100 images, and
+  was worse at the same number of epochs.)
 
-Fine-tuning spends half of ``--epochs`` on the head (body frozen, Adam 1e-2)
-and half on the whole net but BatchNorm (Adam 1e-3, 1/10 of it). The
-few-shot set gives only 4 steps per epoch, too few for the Keras guide's
-1e-3 / 1e-5. The script prints the three test accuracies and the differences.
+Prints a Markdown table of the test error, mean and range over the seeds,
+and writes it (with the command) to ``zoo/results/finetune/table.md``. Every
+finished net's error is kept in ``results.json`` beside it, keyed by
+everything that defines the net (its settings included), so a killed run
+resumes where it stopped and a change of defaults retrains only the new
+column::
+
+    python scripts/finetune_example.py                      # the table
+    python scripts/finetune_example.py --depths 2 --shots 100 --seeds 0
 """
 
 import argparse
+import inspect
+import json
 import os
+import shlex
+import sys
 import time
+from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -28,112 +44,211 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from keras_gresnet import data, finetune, training, zoo  # noqa: E402
+from keras_gresnet import data, files, finetune, training, zoo  # noqa: E402
 
-OLD, NEW = range(0, 5), range(5, 10)  # pretraining / fine-tuning classes
-# Few-shot batches, for fine-tuning and scratch alike: 5 per class on average,
-# all full (drop_remainder), so no step trains BatchNorm on a 4-image batch.
-BATCH_SIZE = 25
-HEAD_LR, FULL_LR = 1e-2, 1e-3
+ROOT = Path(__file__).resolve().parent.parent
+DIRECTIONS = {  # name -> (pretrained on, fine-tuned and tested on)
+    "fashion_mnist_to_mnist": ("fashion_mnist", "mnist"),
+    "mnist_to_fashion_mnist": ("mnist", "fashion_mnist"),
+}
+TITLES = {"mnist": "MNIST", "fashion_mnist": "Fashion-MNIST"}
+CLASSES = 10
+# finetune()'s defaults before they were measured: Keras' guide's.
+OLD_DEFAULTS = dict(head_epochs=10, full_epochs=10, head_lr=1e-3, full_lr=1e-5,
+                    optimizer="adam", batch_size=32, schedule="constant")
+SETTINGS = tuple(OLD_DEFAULTS)
+METHODS = ("old", "new", "scratch")
+SCRATCH_RECIPE = "gr_mnist"
+
+
+def new_defaults():
+    """finetune()'s current defaults, as the ``SETTINGS`` of OLD_DEFAULTS."""
+    parameters = inspect.signature(finetune.finetune).parameters
+    return {name: parameters[name].default for name in SETTINGS}
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seed", type=int, default=0,
-                        help="seeds the few-shot choice, weights and shuffling")
-    parser.add_argument("--shots", type=int, default=20, help="labelled examples per new class")
-    parser.add_argument("--epochs", type=int, default=20,
-                        help="passes over the few-shot set, fine-tuning and scratch alike")
-    parser.add_argument("--depth", type=int, default=10, help="gresnet_mlp depth")
-    parser.add_argument("--pretrain-epochs", type=int, default=3)
+    parser.add_argument("--depths", type=int, nargs="+", default=[2, 20],
+                        help="gresnet_mlp depths with published weights (2, 10, 20, 50, 100)")
+    parser.add_argument("--shots", type=int, nargs="+", default=[10, 100],
+                        help="labelled training images per class")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--directions", nargs="+", choices=list(DIRECTIONS),
+                        default=list(DIRECTIONS))
+    parser.add_argument("--out", type=Path, default=ROOT / "zoo" / "results" / "finetune",
+                        help="folder of table.md and results.json")
+    parser.add_argument("--fresh", action="store_true",
+                        help="retrain every net instead of reusing results.json")
     parser.add_argument("--data-dir", default=None)
     args = parser.parse_args(argv)
-    if 5 * args.shots < BATCH_SIZE:
-        parser.error(f"--shots must be >= {BATCH_SIZE // 5} (one batch of {BATCH_SIZE})")
-    if args.epochs < 2:
-        parser.error("--epochs must be >= 2 (at least one for each fine-tuning phase)")
-    if args.pretrain_epochs < 1:
-        parser.error("--pretrain-epochs must be >= 1")
+    if min(args.shots) < 1:
+        parser.error("--shots must be >= 1")
     return args
 
 
-def subset(images, labels, classes):
-    """The examples of ``classes``, labels renumbered from 0."""
-    keep = np.isin(labels, classes)
-    return images[keep], labels[keep] - min(classes)
+class Data:
+    """The datasets' splits as float arrays (pixels / 255), loaded once."""
+
+    def __init__(self, data_dir):
+        self.data_dir, self.splits = data_dir, {}
+
+    def __call__(self, name, split):
+        if (name, split) not in self.splits:
+            images, labels = data.load(name, split, data_dir=self.data_dir)
+            self.splits[name, split] = (images.astype("float32") / 255, labels)
+        return self.splits[name, split]
+
+    def shots(self, name, shots, seed):
+        """``shots`` seeded random training images of each class."""
+        images, labels = self(name, "train")
+        rng = np.random.default_rng(seed)
+        index = np.concatenate([
+            rng.choice(np.flatnonzero(labels == c), shots, replace=False)
+            for c in range(CLASSES)
+        ])
+        return images[index], labels[index]
 
 
-def few_shots(images, labels, shots, rng):
-    """``shots`` seeded random examples of each label."""
-    index = np.concatenate([
-        rng.choice(np.flatnonzero(labels == c), shots, replace=False)
-        for c in np.unique(labels)
-    ])
-    return images[index], labels[index]
+def test_error(model, images, labels):
+    predicted = model.predict(images, batch_size=1000, verbose=0).argmax(axis=1)
+    return float(np.mean(predicted != labels))
 
 
-def gr_model(depth, epochs, steps_per_epoch):
-    """``gresnet_mlp`` for 5 classes, compiled with GR's MNIST recipe."""
-    recipe = training.get_recipe("gr_mnist", epochs=epochs)
-    model = recipe.apply_to(zoo.get_model("gresnet_mlp", depth=depth, input_shape=(28, 28, 1),
-                                          classes=5))
-    model.compile(optimizer=recipe.optimizer(steps_per_epoch),
-                  loss="sparse_categorical_crossentropy", metrics=["accuracy"])
-    return model, recipe
+def scratch(depth, x, y, epochs, batch_size):
+    """``gresnet_mlp`` from random weights, trained with GR's recipe (its
+    optimizer and learning rate) for ``epochs`` passes at ``batch_size``."""
+    recipe = training.get_recipe(SCRATCH_RECIPE, epochs=epochs, batch_size=batch_size)
+    model = recipe.apply_to(zoo.gresnet_mlp(depth=depth, input_shape=x.shape[1:],
+                                            classes=CLASSES))
+    model.compile(optimizer=recipe.optimizer(-(-len(y) // batch_size)),
+                  loss="sparse_categorical_crossentropy")
+    model.fit(x, y, batch_size=batch_size, epochs=epochs, verbose=0, shuffle=True)
+    return model
 
 
-def accuracy(model, dataset):
-    return model.evaluate(dataset, verbose=0, return_dict=True)["accuracy"]
+def cell_key(depth, direction, shots, seed, method, settings):
+    return json.dumps(dict(depth=depth, direction=direction, shots=shots, seed=seed,
+                           method=method, settings=settings), sort_keys=True)
+
+
+def method_settings(method, defaults):
+    if method == "old":
+        return OLD_DEFAULTS
+    if method == "new":
+        return defaults
+    return dict(recipe=SCRATCH_RECIPE, epochs=defaults["head_epochs"] + defaults["full_epochs"],
+                batch_size=defaults["batch_size"])
+
+
+def train_and_test(method, settings, depth, target, shots, seed, sets, pretrained):
+    """The test error of one net (``method`` with ``settings``)."""
+    x, y = sets.shots(target, shots, seed)
+    keras.utils.set_random_seed(seed)
+    if method == "old":
+        model, _ = finetune.finetune(pretrained, (x, y), classes=CLASSES, **settings)
+    elif method == "new":
+        model, _ = finetune.finetune(pretrained, (x, y), classes=CLASSES)  # no arguments
+    else:
+        model = scratch(depth, x, y, settings["epochs"], settings["batch_size"])
+    error = test_error(model, *sets(target, "test"))
+    keras.backend.clear_session(free_memory=False)
+    return error
+
+
+def run(args):
+    defaults = new_defaults()
+    sets = Data(args.data_dir)
+    path = args.out / "results.json"
+    results = {} if args.fresh or not path.is_file() else json.loads(path.read_text())
+    args.out.mkdir(parents=True, exist_ok=True)
+    errors, reused, trained = {}, 0, 0
+    for depth in args.depths:
+        for direction in args.directions:
+            source, target = DIRECTIONS[direction]
+            pretrained = None
+            for shots in args.shots:
+                for seed in args.seeds:
+                    for method in METHODS:
+                        settings = method_settings(method, defaults)
+                        key = cell_key(depth, direction, shots, seed, method, settings)
+                        if key not in results:
+                            if pretrained is None:  # published weights, loaded offline
+                                pretrained = zoo.gresnet_mlp(
+                                    depth=depth, weights=f"gresnet_mlp{depth}_{source}")
+                            start = time.perf_counter()
+                            results[key] = train_and_test(method, settings, depth, target,
+                                                          shots, seed, sets, pretrained)
+                            files.write_json(path, results)  # resumable after every net
+                            trained += 1
+                            print(f"d={depth} {direction} {shots} shots seed {seed} "
+                                  f"{method}: {100 * results[key]:.2f}% "
+                                  f"({time.perf_counter() - start:.0f} s)", flush=True)
+                        else:
+                            reused += 1
+                        errors.setdefault((depth, direction, shots, method), []).append(
+                            results[key])
+    return errors, defaults, reused, trained
+
+
+def spread(values):
+    percent = 100 * np.asarray(values)
+    return f"{percent.mean():.1f} ({percent.min():.1f}-{percent.max():.1f})"
+
+
+def table(args, errors, defaults):
+    seeds = ", ".join(map(str, args.seeds))
+    lines = [
+        f"Test error (%) on the target's 10,000 test images, mean (min-max) over seeds "
+        f"{seeds}; new - scratch: the mean difference in points and its worst seed.",
+        "",
+        "| depth | pretrained on -> fine-tuned on | shots per class | old defaults "
+        "| new defaults | scratch | new - scratch (worst seed) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for depth in args.depths:
+        for direction in args.directions:
+            source, target = DIRECTIONS[direction]
+            for shots in args.shots:
+                old, new, base = (errors[depth, direction, shots, m] for m in METHODS)
+                gap = 100 * (np.asarray(new) - np.asarray(base))
+                lines.append(
+                    f"| {depth} | {TITLES[source]} -> {TITLES[target]} | {shots} "
+                    f"| {spread(old)} | {spread(new)} | {spread(base)} "
+                    f"| {gap.mean():+.1f} ({gap.max():+.1f}) |"
+                )
+    budget = defaults["head_epochs"] + defaults["full_epochs"]
+    lines += [
+        "",
+        f"- old defaults: `finetune({', '.join(f'{k}={v!r}' for k, v in OLD_DEFAULTS.items())})`.",
+        f"- new defaults: `finetune()` with no arguments, today "
+        f"`{', '.join(f'{k}={v!r}' for k, v in defaults.items())}`.",
+        f"- scratch: `gresnet_mlp` from random weights, GR's optimizer and learning rate "
+        f"(recipe `{SCRATCH_RECIPE}`: Keras 1 Nadam, lr 0.002), {budget} epochs at batch "
+        f"{defaults['batch_size']}: the new defaults' epochs and steps on the same images.",
+        f"- every net: `gresnet_mlp<depth>_<source>` published weights (a fresh 10-class "
+        f"head), the seed's `shots` random training images per class, pixels / 255; "
+        f"BatchNorm frozen while fine-tuning (`keras_gresnet.finetune`).",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def main(argv=None):
     args = parse_args(argv)
     start = time.perf_counter()
-    keras.utils.set_random_seed(args.seed)
     tf.config.experimental.enable_op_determinism()
-    rng = np.random.default_rng(args.seed)
-    train_images, train_labels = data.load("fashion_mnist", "train", data_dir=args.data_dir)
-    test_images, test_labels = data.load("fashion_mnist", "test", data_dir=args.data_dir)
-    old_train, old_test = (subset(train_images, train_labels, OLD),
-                           subset(test_images, test_labels, OLD))
-    new_test = subset(test_images, test_labels, NEW)
-    shots = few_shots(*subset(train_images, train_labels, NEW), args.shots, rng)
+    errors, defaults, reused, trained = run(args)
+    wall = time.perf_counter() - start
+    command = shlex.join(["python", "scripts/finetune_example.py",
+                          *(sys.argv[1:] if argv is None else argv)])
+    text = table(args, errors, defaults)
+    print(text)
+    footer = (f"\nMade by `{command}` in {wall / 60:.1f} min ({trained} nets trained, "
+              f"{reused} reused from results.json), on {os.cpu_count()} CPU cores.\n")
+    print(footer)
+    files.write_text(args.out / "table.md", "# Few-shot fine-tuning against training from "
+                     "scratch\n\n" + text + footer)
 
-    pretrain = data.make_dataset(*old_train, batch_size=128, shuffle=True, seed=args.seed)
-    pretrained, recipe = gr_model(args.depth, args.pretrain_epochs, len(pretrain))
-    pretrained.fit(pretrain, epochs=recipe.epochs, verbose=0, shuffle=False)  # seeded shuffle
-    print(f"pretrained {pretrained.name} on classes 0-4 ({len(old_train[1])} images, "
-          f"{recipe.epochs} epochs, Nadam {recipe.learning_rate}): test accuracy "
-          f"{accuracy(pretrained, data.make_dataset(*old_test, batch_size=1000)):.4f}")
-
-    few = data.make_dataset(*shots, batch_size=BATCH_SIZE, shuffle=True, drop_remainder=True,
-                            seed=args.seed)
-    phases = dict(head_epochs=args.epochs - args.epochs // 2, full_epochs=args.epochs // 2,
-                  head_lr=HEAD_LR, full_lr=FULL_LR, optimizer="adam")
-    tuned, _ = finetune.finetune(pretrained, few, classes=5, **phases)
-    scratch, _ = gr_model(args.depth, args.epochs, len(few))
-    scratch.fit(few, epochs=args.epochs, verbose=0, shuffle=False)
-    untrained = zoo.get_model("gresnet_mlp", depth=args.depth, input_shape=(28, 28, 1),
-                              classes=5)
-    control, _ = finetune.finetune(untrained, few, classes=5, **phases)
-
-    test = data.make_dataset(*new_test, batch_size=1000)
-    results = {
-        f"fine-tuned: head {phases['head_epochs']} epochs Adam {HEAD_LR}, then all "
-        f"{phases['full_epochs']} epochs Adam {FULL_LR}": accuracy(tuned, test),
-        f"from scratch, GR's recipe (Nadam {recipe.learning_rate})": accuracy(scratch, test),
-        "from scratch, the same two phases on an untrained body": accuracy(control, test),
-    }
-    print(f"classes 5-9, {args.shots} shots each ({len(shots[1])} images), {args.epochs} "
-          f"epochs = {args.epochs * len(few)} steps of batch {BATCH_SIZE} each, test accuracy "
-          f"on their {len(new_test[1])} test images:")
-    width = max(map(len, results))
-    for name, value in results.items():
-        print(f"  {name:{width}}  {value:.4f}")
-    tuned_accuracy, scratch_accuracy, control_accuracy = results.values()
-    print(f"  fine-tuned - scratch: {100 * (tuned_accuracy - scratch_accuracy):+.2f} points "
-          f"(GR's recipe), {100 * (tuned_accuracy - control_accuracy):+.2f} points (same "
-          f"phases); seed {args.seed}, {time.perf_counter() - start:.0f} s")
 
 if __name__ == "__main__":
     main()
