@@ -23,7 +23,7 @@ PRESET_WEIGHTS = "model.weights.h5"
 PRESET_METADATA = "metadata.json"
 
 
-def _canonical(value):
+def canonical(value):
     """JSON's view of a value (tuples are lists), for comparisons."""
     return json.loads(json.dumps(value, default=repr))
 
@@ -37,8 +37,8 @@ def _architecture(builder, builder_kwargs):
         if key in _NOT_ARCHITECTURE or key in _TRAINING_ONLY:
             continue
         default = params[key].default if key in params else inspect.Parameter.empty
-        if default is inspect.Parameter.empty or _canonical(value) != _canonical(default):
-            arch[key] = _canonical(value)
+        if default is inspect.Parameter.empty or canonical(value) != canonical(default):
+            arch[key] = canonical(value)
     return arch
 
 

@@ -15,7 +15,7 @@ from keras_gresnet.weights import (
     PRESET_CONFIG, PRESET_METADATA, PRESET_WEIGHTS, get_weights, is_path, is_preset,
     list_weights, published, weights_path,
 )
-from keras_gresnet.weights.fitting import describe_call
+from keras_gresnet.weights.fitting import canonical, describe_call
 from keras_gresnet.weights.loading import copy_weights, head_layer, load_exact
 from keras_gresnet.zoo.registry import get_model
 
@@ -24,11 +24,6 @@ def weight_entries():
     """Published weight entries, ``{name: entry}``, each entry naming its
     ``builder`` (:func:`keras_gresnet.weights.list_weights`)."""
     return {entry["name"]: entry for entry in list_weights()}
-
-
-def _canonical(value):
-    """JSON's view of a value (tuples are lists)."""
-    return json.loads(json.dumps(value, default=repr))
 
 
 def _entry_model(entry, path):
@@ -102,7 +97,7 @@ def save_preset(model, directory, *, builder, builder_kwargs, metadata=None, ove
     if given:
         raise ValueError(f"builder_kwargs of a preset may not set {given}")
     kwargs.setdefault("input_shape", list(model.input_shape[1:]))
-    kwargs = _canonical(kwargs)
+    kwargs = canonical(kwargs)
     twin = get_model(builder, **kwargs)
     layout = [(w.path, tuple(w.shape)) for w in model.weights]
     if [(w.path, tuple(w.shape)) for w in twin.weights] != layout:
