@@ -2,7 +2,7 @@
 # Both install what they need first.
 PYTHON ?= python3
 
-.PHONY: install data run zoo-table test test-unit test-slow release bench
+.PHONY: install data run zoo-table test test-tensorflow test-unit test-slow test-backends test-tf-free release bench
 
 install:
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e ".[test]"
@@ -22,7 +22,11 @@ run: install data
 zoo-table: install
 	keras-gresnet list --build
 
-test: install data
+# Everything CI runs: the whole suite on TensorFlow, then the backend-neutral
+# tests on JAX and PyTorch, then without TensorFlow.
+test: test-tensorflow test-backends test-tf-free
+
+test-tensorflow: install data
 	$(PYTHON) -m pytest -q
 
 test-unit: install data
@@ -30,6 +34,32 @@ test-unit: install data
 
 test-slow: install data
 	$(PYTHON) -m pytest -q -m slow
+
+# The backend-neutral tests (layers, zoo, weights, recipes, training on
+# Fashion-MNIST, analysis, fine-tuning, backends) on JAX and on PyTorch.
+# torch==2.13.0 exactly: the CPU build (a plain `torch` is a CUDA build of GBs).
+BACKEND_TESTS = tests/test_layers.py tests/test_zoo.py tests/test_weights.py \
+	tests/test_recipes.py tests/test_training.py tests/test_analysis.py \
+	tests/test_finetune.py tests/test_backends.py
+BACKEND_MARKS = not slow and not tensorflow_only
+test-backends: install data
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check jax jaxlib torch==2.13.0
+	KERAS_BACKEND=jax $(PYTHON) -m pytest -q -m "$(BACKEND_MARKS)" $(BACKEND_TESTS)
+	KERAS_BACKEND=torch $(PYTHON) -m pytest -q -m "$(BACKEND_MARKS)" $(BACKEND_TESTS)
+
+# The same without TensorFlow: a venv of Keras, JAX and the package's other
+# needs but no tensorflow or tensorflow-datasets (installed --no-deps).
+TF_FREE_VENV ?= build/tf-free-venv
+TF_FREE_TESTS = tests/test_layers.py tests/test_zoo.py tests/test_weights.py \
+	tests/test_recipes.py tests/test_analysis.py tests/test_backends.py
+test-tf-free: data
+	$(PYTHON) -m venv $(TF_FREE_VENV)
+	$(TF_FREE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+		keras numpy matplotlib h5py jax jaxlib pytest setuptools wheel
+	$(TF_FREE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	! $(TF_FREE_VENV)/bin/python -c "import tensorflow" 2>/dev/null
+	KERAS_BACKEND=jax $(TF_FREE_VENV)/bin/python -m pytest -q -m "$(BACKEND_MARKS)" \
+		$(TF_FREE_TESTS)
 
 # The release folder of the published weights (files + SHA256SUMS), verified.
 release: install
@@ -39,3 +69,4 @@ bench: install
 	$(PYTHON) scripts/bench_layers.py
 	$(PYTHON) scripts/bench_input.py
 	$(PYTHON) scripts/bench_distributed.py --sync-batchnorm
+	$(PYTHON) scripts/benchmark.py

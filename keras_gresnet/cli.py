@@ -385,14 +385,16 @@ def build_parser():
     p.add_argument("--out", help="run folder (default runs/MODEL-DATASET-seedSEED)")
     p.add_argument("--overwrite", action="store_true", help="retrain a finished run folder")
     p.add_argument("--strategy", default="auto",
-                   help="auto (multi_worker with a cluster, else mirrored when >1 GPU), "
-                   "default, one_device, mirrored, multi_worker")
+                   help="auto (multi_worker with a cluster, else mirrored when >1 GPU; on "
+                   "JAX data_parallel when >1 device), default, one_device, mirrored, "
+                   "multi_worker (TensorFlow), data_parallel (JAX; mirrored means it there)")
     p.add_argument("--workers", help="multi-worker cluster: every worker's host:port, "
                    "comma-separated, the same on every worker (writes TF_CONFIG)")
     p.add_argument("--worker-index", type=int,
                    help="this worker's position in --workers (0 is the chief)")
-    p.add_argument("--sync-batchnorm", action="store_true",
-                   help="BatchNorm statistics over the global batch, not each replica's")
+    p.add_argument("--sync-batchnorm", action="store_true", default=None,
+                   help="BatchNorm statistics over the global batch, not each replica's "
+                   "(TensorFlow; JAX's data_parallel always does)")
     p.add_argument("--validation-split", type=float, default=0.0)
     p.add_argument("--data-dir", help="folder with the dataset's files (offline)")
     p.add_argument("--max-train-examples", type=int)

@@ -44,11 +44,11 @@ while the model's own flag is already ``True``).
 
 import math
 import os
+import sys
 from pathlib import Path
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from keras_gresnet import zoo
 from keras_gresnet._checks import check_choice, check_int, check_positive
@@ -160,16 +160,25 @@ def _optimizer_class(name):
         ) from None
 
 
+def _is_batches(data):
+    """A dataset of batches (``tf.data.Dataset``, ``keras.utils.PyDataset``),
+    told apart without importing TensorFlow."""
+    if isinstance(data, keras.utils.PyDataset):
+        return True
+    tf = sys.modules.get("tensorflow")
+    return tf is not None and isinstance(data, tf.data.Dataset)
+
+
 def _fit_data(data, argument, classes):
-    """``data`` as ``model.fit`` takes it: a ``tf.data.Dataset`` of
-    ``(x, y)`` batches, or an ``(x, y)`` pair of arrays whose integer labels
-    are checked to lie in ``[0, classes)``."""
-    if isinstance(data, tf.data.Dataset):
+    """``data`` as ``model.fit`` takes it: a ``tf.data.Dataset`` or
+    ``keras.utils.PyDataset`` of ``(x, y)`` batches, or an ``(x, y)`` pair of
+    arrays whose integer labels are checked to lie in ``[0, classes)``."""
+    if _is_batches(data):
         return data
     if not isinstance(data, (tuple, list)) or len(data) != 2:
         raise ValueError(
-            f"{argument} must be a tf.data.Dataset of (x, y) batches or an (x, y) "
-            f"pair of arrays, got {type(data).__name__}"
+            f"{argument} must be a tf.data.Dataset or keras.utils.PyDataset of (x, y) "
+            f"batches, or an (x, y) pair of arrays, got {type(data).__name__}"
         )
     x, y = data
     labels = np.asarray(y)
@@ -285,7 +294,7 @@ def finetune(
 
     net = new_head(model, classes)
     from_logits = _head(net).activation is keras.activations.linear
-    x, y = (train_data, None) if isinstance(train_data, tf.data.Dataset) else train_data
+    x, y = (train_data, None) if _is_batches(train_data) else train_data
     history = {}
     for phase, set_trainable, epochs, lr in (
         ("head", freeze_body, head_epochs, head_lr),

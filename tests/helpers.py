@@ -51,3 +51,31 @@ def guard_network(monkeypatch):
 
 def assert_loopback_only(hosts):
     assert set(hosts) <= LOOPBACK, f"contacted {set(hosts) - LOOPBACK}"
+
+
+def sgd_step_changes(model, x, y, loss="sparse_categorical_crossentropy", lr=1.0):
+    """One plain SGD step of ``model`` on ``(x, y)`` through Keras' own
+    ``train_on_batch`` (any backend, no tf.GradientTape): ``{variable path:
+    new - old}`` of every trainable variable, so ``-change / lr`` is the
+    gradient of the loss plus ``model.losses`` (the regularisers)."""
+    before = {v.path: np.array(v.numpy()) for v in model.trainable_variables}
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=lr), loss=loss)
+    model.train_on_batch(x, y)
+    return {v.path: np.array(v.numpy()) - before[v.path] for v in model.trainable_variables}
+
+
+def zero_loss(y_true, y_pred):
+    """A loss of 0 that keeps the graph connected: the step follows
+    ``model.losses`` (the regularisers) alone."""
+    return keras.ops.mean(y_pred) * 0.0
+
+
+def seed_everything(seed):
+    """Seed Python, numpy and the backend; where TensorFlow runs (its backend
+    or its tf.data), make its ops deterministic too."""
+    import sys
+
+    keras.utils.set_random_seed(seed)
+    tf = sys.modules.get("tensorflow")
+    if tf is not None:
+        tf.config.experimental.enable_op_determinism()

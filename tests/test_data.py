@@ -10,6 +10,7 @@ import gzip
 import os
 import struct
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -141,7 +142,7 @@ def test_preprocessing_config_round_trip_and_validation():
     np.testing.assert_allclose(fitted.mean, [0.5, 1.0])
     np.testing.assert_allclose(fitted.std, [0.5, 1.0])  # a constant channel: std 1
     assert data.Preprocessing.from_config(fitted.get_config()) == fitted
-    np.testing.assert_allclose(fitted(images).numpy()[0, :, 0, 0], [-1.0, 1.0])
+    np.testing.assert_allclose(fitted(images)[0, :, 0, 0], [-1.0, 1.0])
     with pytest.raises(ValueError, match=r"preprocessing='center'.*'scale', 'mean', 'meanstd'"):
         data.Preprocessing.fit("center", images)
     with pytest.raises(ValueError, match="std > 0"):
@@ -381,6 +382,62 @@ def test_train_epochs_are_a_function_of_seed_and_epoch():
     for bad in ((3, 1), (-1, 2)):
         with pytest.raises(ValueError, match="epochs"):
             data.make_dataset(images, labels, epochs=bad)
+
+
+@pytest.mark.parametrize("options", [
+    dict(shuffle=True, augment=True, padding=2, epochs=(1, 3)),
+    dict(shuffle=True, augment=True, padding=4, drop_remainder=True, epochs=(0, 2)),
+    dict(shuffle=True, flatten=True, epochs=(5, 6)),
+    dict(),  # a test set: one pass, in order
+])
+def test_the_numpy_pipeline_yields_the_tf_data_batches(options):
+    """The TensorFlow-free twin (data/numpydata.py): the same arguments give
+    the same batches, to the bit: order, mean/std normalisation, crops,
+    flips, the last partial batch."""
+    rng = np.random.default_rng(5)
+    images = rng.integers(0, 256, (70, 8, 6, 3), dtype=np.uint8)
+    labels = np.arange(70)  # the label names the example
+    fitted = data.Preprocessing.fit("meanstd", images)
+    common = dict(batch_size=16, preprocessing=fitted, seed=9, **options)
+    tf_batches = [(x.numpy(), y.numpy()) for x, y in
+                  data.make_dataset(images, labels, input_pipeline="tf_data", **common)]
+    numpy_dataset = data.make_dataset(images, labels, input_pipeline="numpy", **common)
+    assert isinstance(numpy_dataset, keras.utils.PyDataset)
+    numpy_batches = [numpy_dataset[i] for i in range(len(numpy_dataset))]
+    assert len(tf_batches) == len(numpy_batches) > 1
+    for (x1, y1), (x2, y2) in zip(tf_batches, numpy_batches, strict=True):
+        assert x1.dtype == x2.dtype == np.float32 and y1.dtype == y2.dtype == np.int32
+        np.testing.assert_array_equal(y1, y2)
+        np.testing.assert_array_equal(x1, x2)
+    x, y = numpy_batches[0]
+    plain = fitted(images[y]).reshape(x.shape)
+    if options.get("augment"):  # cropped and flipped: not the plain normalised images
+        assert not np.array_equal(x, plain)
+    else:
+        np.testing.assert_array_equal(x, plain)
+    if not options.get("shuffle"):
+        np.testing.assert_array_equal(y, np.arange(16))
+
+
+def test_the_numpy_one_pass_reshuffles_every_epoch():
+    images = np.zeros((40, 2, 2, 1), np.uint8)
+    labels = np.arange(40)
+    dataset = data.make_dataset(images, labels, batch_size=40, shuffle=True, seed=1,
+                                input_pipeline="numpy")
+    first = dataset[0][1]
+    dataset.on_epoch_end()  # what model.fit calls between epochs
+    second = dataset[0][1]
+    np.testing.assert_array_equal(np.sort(first), labels)
+    np.testing.assert_array_equal(np.sort(second), labels)
+    assert not np.array_equal(first, second) and not np.array_equal(first, labels)
+    with pytest.raises(IndexError):
+        dataset[1]  # noqa: B018
+
+
+def test_input_pipeline_choice():
+    assert data.resolve_input_pipeline("auto") == "tf_data"  # TensorFlow is installed here
+    with pytest.raises(ValueError, match="input_pipeline='torch'"):
+        data.resolve_input_pipeline("torch")
 
 
 def test_pipeline_train_epochs_covers_the_training_split(mnist_dir):

@@ -28,6 +28,8 @@ from keras_gresnet.training import multiworker
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from multiworker_check import GLOBAL_BATCH, RUN  # noqa: E402
 
+# TensorFlow's MultiWorkerMirroredStrategy and tf.distribute's own collectives.
+pytestmark = pytest.mark.tensorflow_only
 ROOT = Path(__file__).resolve().parents[1]
 CHECK = ROOT / "tests" / "multiworker_check.py"
 DEADLINE = 300  # seconds for one job of workers; measured here: 10-25 s

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
+from helpers import seed_everything
 from keras_gresnet import data, finetune, training, weights, zoo
 
 SHOTS = 20
@@ -39,8 +39,7 @@ def gr_compile(model):
 def make_task(seed):
     """A depth-4 net pretrained 2 epochs on 10k images of classes 0-4, the
     few-shot set of classes 5-9 (labels 0-4) and its test set."""
-    keras.utils.set_random_seed(seed)
-    tf.config.experimental.enable_op_determinism()
+    seed_everything(seed)
     rng = np.random.default_rng(seed)
     images, labels = data.load("fashion_mnist", "train")
     test_images, test_labels = data.load("fashion_mnist", "test")
@@ -124,8 +123,7 @@ MARGIN = 0.01
 def default_and_scratch_errors(seed, shots=100, **overrides):
     """MNIST test errors of finetune(), with no arguments but ``overrides``,
     and of GR's recipe from scratch on the same images for its budget."""
-    keras.utils.set_random_seed(seed)
-    tf.config.experimental.enable_op_determinism()
+    seed_everything(seed)
     images, labels = data.load("mnist", "train")
     test_images, test_labels = data.load("mnist", "test")
     rng = np.random.default_rng(seed)

@@ -1,4 +1,4 @@
-"""The papers' datasets as in-memory arrays and ``tf.data`` pipelines.
+"""The papers' datasets as in-memory arrays and input pipelines.
 
 GR trains its fully-connected nets on MNIST and its ResNets on CIFAR-10/100;
 HE and WRN train on CIFAR. This package gives both halves:
@@ -9,7 +9,8 @@ HE and WRN train on CIFAR. This package gives both halves:
   own file formats), in Debian's ``dataset-fashion-mnist`` folder, then asks
   ``tensorflow_datasets`` (which downloads where there is a network).
 - :func:`pipeline` turns a dataset into train / validation / test
-  ``tf.data.Dataset`` objects with the papers' preprocessing
+  batches (``tf.data.Dataset`` where TensorFlow is installed, else a
+  ``keras.utils.PyDataset`` of the numpy twin) with the papers' preprocessing
   (:class:`Preprocessing`, statistics from the training images only) and
   CIFAR augmentation (:func:`random_crop_and_flip`), and records everything a
   config needs to rebuild it (:attr:`Pipeline.config`).
@@ -27,20 +28,24 @@ Modules, each importing only those before it:
   class names, files), plain Python;
 - :mod:`~keras_gresnet.data.readers`: the IDX and CIFAR file readers (numpy);
 - :mod:`~keras_gresnet.data.sources`: where :func:`load` looks (numpy);
-- :mod:`~keras_gresnet.data.preprocessing`: statistics and seeded index
-  choices (numpy);
-- :mod:`~keras_gresnet.data.tfdata`: the ``tf.data`` pipelines, the only
+- :mod:`~keras_gresnet.data.preprocessing`: statistics, seeded index
+  choices and every epoch's order and crops (numpy);
+- :mod:`~keras_gresnet.data.tfdata`: the ``tf.data`` pipeline, the only
   module that imports TensorFlow;
+- :mod:`~keras_gresnet.data.numpydata`: its numpy twin (same batches);
+- :mod:`~keras_gresnet.data.pipelines`: :func:`pipeline`, through either;
 - :mod:`~keras_gresnet.data.synthetic`: synthetic datasets in the official
   file formats, for tests and benchmarks.
 
 Each name below loads its module on first use, so that
-``keras_gresnet.data.DATASETS`` costs no numpy and ``data.load`` no TensorFlow.
+``keras_gresnet.data.DATASETS`` costs no numpy and ``data.load`` or
+``data.pipeline(..., input_pipeline="numpy")`` no TensorFlow.
 """
 
 import importlib
 
-_SUBMODULES = ("datasets", "preprocessing", "readers", "sources", "synthetic", "tfdata")
+_SUBMODULES = ("datasets", "numpydata", "pipelines", "preprocessing", "readers", "sources",
+               "synthetic", "tfdata")
 # Public name -> the module that defines it.
 _NAMES = {
     "DATASETS": "datasets",
@@ -54,12 +59,16 @@ _NAMES = {
     "PREPROCESSINGS": "preprocessing",
     "split_indices": "preprocessing",
     "test_subset": "preprocessing",
-    "Pipeline": "tfdata",
-    "Preprocessing": "tfdata",
+    "Preprocessing": "preprocessing",
+    "epoch_plan": "preprocessing",
+    "INPUT_PIPELINES": "pipelines",
+    "Pipeline": "pipelines",
+    "dataset_maker": "pipelines",
+    "pipeline": "pipelines",
+    "resolve_input_pipeline": "pipelines",
     "augmentation_params": "tfdata",
     "crop_and_flip": "tfdata",
-    "make_dataset": "tfdata",
-    "pipeline": "tfdata",
+    "make_dataset": "pipelines",
     "random_crop_and_flip": "tfdata",
 }
 __all__ = [*_NAMES, *_SUBMODULES]

@@ -1,15 +1,20 @@
 """The numbers behind the papers' input preprocessing, in numpy: per-channel
-statistics of the training images for each method, and the seeded choice of
-the validation split and of the subsets quick runs keep.
+statistics of the training images for each method (:class:`Preprocessing`),
+the seeded choice of the validation split and of the subsets quick runs keep,
+and the order and augmentation of every training epoch (:func:`epoch_plan`).
 
 GR scales pixels to [0, 1]; HE subtracts the training mean; WRN also divides
-by the training std. :class:`keras_gresnet.data.Preprocessing` applies them
-to ``tf.data`` batches.
+by the training std. Both input pipelines, ``tf.data``
+(:mod:`~keras_gresnet.data.tfdata`) and numpy
+(:mod:`~keras_gresnet.data.numpydata`), take their numbers from here, so
+they yield identical batches.
 """
+
+import dataclasses
 
 import numpy as np
 
-from keras_gresnet._checks import PREPROCESSINGS, check_choice, check_rate
+from keras_gresnet._checks import PREPROCESSINGS, check_choice, check_int, check_rate
 
 
 # --------------------------------------------------------------------------
@@ -55,6 +60,121 @@ def checked_statistics(method, mean, std):
             f"mean={mean}, std={std}"
         )
     return mean, std
+
+
+@dataclasses.dataclass(frozen=True)
+class Preprocessing:
+    """Pixel normalisation ``x -> (x / 255 - mean) / std``, per channel.
+
+    - ``"scale"``: ``mean = 0``, ``std = 1`` (GR's MNIST nets: pixels in [0, 1]).
+    - ``"mean"``: training-set mean, ``std = 1`` (HE and GR's pre-activation
+      ResNets: mean subtraction only).
+    - ``"meanstd"``: training-set mean and std (WRN).
+
+    Build it with :meth:`fit` on the TRAINING images; save it with
+    :meth:`get_config` so the same statistics are used at test time. Calling
+    it normalises a numpy batch; the ``tf.data`` pipeline applies the same
+    :meth:`scale_offset` to tensors.
+    """
+
+    method: str
+    mean: tuple
+    std: tuple
+
+    def __post_init__(self):
+        mean, std = checked_statistics(self.method, self.mean, self.std)
+        object.__setattr__(self, "mean", mean)
+        object.__setattr__(self, "std", std)
+
+    @classmethod
+    def fit(cls, method, train_images):
+        """The ``method``'s statistics of ``train_images`` (uint8 ``N, H, W, C``)."""
+        return cls(method, *fit_statistics(method, train_images))
+
+    def scale_offset(self):
+        """float32 ``(scale, offset)`` per channel: the normalised image is
+        ``float32(x) * scale + offset`` (one multiply-add per pixel)."""
+        std = np.asarray(self.std, np.float32)
+        scale = np.float32(1.0) / (np.float32(255.0) * std)
+        offset = -np.asarray(self.mean, np.float32) / std
+        return scale, offset
+
+    def __call__(self, images):
+        """Normalised float32 images from a numpy batch of pixels."""
+        scale, offset = self.scale_offset()
+        return np.asarray(images).astype(np.float32) * scale + offset
+
+    def get_config(self):
+        return {"method": self.method, "mean": list(self.mean), "std": list(self.std)}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+
+def checked_preprocessing(preprocessing, images):
+    """``preprocessing`` (``None``: ``"scale"``), checked against ``images``."""
+    if preprocessing is None:
+        preprocessing = Preprocessing.fit("scale", images[:0])
+    if not isinstance(preprocessing, Preprocessing):
+        raise ValueError(
+            f"preprocessing must be a Preprocessing (fit on the training images) or "
+            f"None, got {preprocessing!r}"
+        )
+    if len(preprocessing.mean) != images.shape[-1]:
+        raise ValueError(
+            f"preprocessing has {len(preprocessing.mean)} channels, images have "
+            f"{images.shape[-1]}"
+        )
+    return preprocessing
+
+
+# --------------------------------------------------------------------------
+# The order and augmentation of a training epoch.
+
+# The first word of an epoch plan's seed: the epoch-indexed stream, or the
+# one-pass stream (a fresh random key per pass).
+EPOCH_STREAM, ONE_PASS = 0, 1
+
+
+def epoch_plan(num_examples, *, seed, epoch, shuffle=True, padding=4, stream=EPOCH_STREAM):
+    """``(order, offsets, flips)`` of one epoch, a pure function of ``(seed,
+    epoch)``: the example order (int64 ``(N,)``, a seeded permutation when
+    ``shuffle``), and for the example at each position its crop's top-left
+    ``(row, col)`` in the padded image (int32 ``(N, 2)``, uniform in
+    ``[0, 2 * padding]``) and whether it is mirrored (bool ``(N,)``, p = 0.5).
+    Both input pipelines cut their batches from it, so a resumed run, every
+    worker of a cluster, and either pipeline see the same batches."""
+    rng = np.random.default_rng([int(stream), int(seed), int(epoch)])
+    order = rng.permutation(num_examples) if shuffle else np.arange(num_examples)
+    offsets = rng.integers(0, 2 * padding + 1, size=(num_examples, 2), dtype=np.int32)
+    flips = rng.random(num_examples) < 0.5
+    return order.astype(np.int64), offsets, flips
+
+
+def checked_epochs(epochs):
+    """``epochs`` (``None``, ``stop`` or ``(start, stop)``) as ``None`` or
+    ``(start, stop)``."""
+    if epochs is None:
+        return None
+    start, stop = (0, epochs) if isinstance(epochs, int) else tuple(epochs)
+    start, stop = check_int(start, "epochs start", 0), check_int(stop, "epochs stop", 0)
+    if start > stop:
+        raise ValueError(f"epochs must be (start, stop) with start <= stop, got {epochs!r}")
+    return start, stop
+
+
+def checked_stream_arguments(images, labels, batch_size, padding, seed, epochs):
+    """``(batch_size, padding, seed, epochs)`` of a pipeline's
+    ``make_dataset``, checked; ``epochs`` as ``None`` or ``(start, stop)``."""
+    if images.ndim != 4 or labels.shape != images.shape[:1]:
+        raise ValueError(
+            f"images must be (N, H, W, C) and labels (N,), got {images.shape} and {labels.shape}"
+        )
+    batch_size = check_int(batch_size, "batch_size", 1)
+    padding = check_int(padding, "padding", 0)
+    seed = check_int(seed, "seed", 0)
+    return batch_size, padding, seed, checked_epochs(epochs)
 
 
 # --------------------------------------------------------------------------

@@ -23,7 +23,6 @@ from keras_gresnet.training.config import (
     inference_copy, resolve_config,
 )
 from keras_gresnet.training.evaluation import evaluate, test_data
-from keras_gresnet.training.multiworker import WorkerLost
 from keras_gresnet.training.recipes import RECIPES, Recipe, get_recipe
 from keras_gresnet.training.runner import Run, TrainingDiverged, train
 from keras_gresnet.training.runs import (
@@ -31,7 +30,8 @@ from keras_gresnet.training.runs import (
     read_history, read_results, run_folder, write_results,
 )
 from keras_gresnet.training.strategies import (
-    STRATEGIES, Cluster, local_workers, make_strategy, parse_workers, resolve_cluster,
+    STRATEGIES, Cluster, WorkerLost, local_workers, make_strategy, parse_workers,
+    resolve_cluster,
 )
 
 __all__ = [

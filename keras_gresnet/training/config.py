@@ -12,12 +12,11 @@ import inspect
 import sys
 
 import keras
-import tensorflow as tf
 
 from keras_gresnet import data, zoo
 from keras_gresnet._checks import check_choice, check_int, check_rate
-from keras_gresnet.training import multiworker, recipes
-from keras_gresnet.training.strategies import resolve_strategy
+from keras_gresnet.training import recipes
+from keras_gresnet.training.strategies import resolve_strategy, sync_batchnorm
 
 # The paper each model family comes from decides its default recipe and data.
 DEFAULT_RECIPES = (("*_mlp", "gr_mnist"), ("wide_*", "wrn_cifar"), ("*", "preact_cifar"))
@@ -89,7 +88,7 @@ def resolve_config(
     data_dir=None,
     max_train_examples=None,
     max_test_examples=None,
-    sync_batchnorm=False,
+    sync_batchnorm=None,
     cluster=None,
     **overrides,
 ):
@@ -101,7 +100,10 @@ def resolve_config(
     (``strategy="auto"`` then means ``"multi_worker"``); the config records
     its ``num_workers``, not its addresses. ``sync_batchnorm``: BatchNorm
     statistics over the global batch, not each replica's
-    (:func:`keras_gresnet.training.multiworker.sync_batchnorm`).
+    (:func:`keras_gresnet.training.strategies.sync_batchnorm`); ``None``
+    (default): the strategy's own way, each replica's on TensorFlow, the
+    global batch's on JAX's ``data_parallel`` (one SPMD program), which
+    cannot use each replica's.
     """
     builder = zoo.model_builder(model)
     dataset = dataset or default_dataset(model)
@@ -110,8 +112,7 @@ def resolve_config(
     check_int(seed, "seed", 0, 2**31 - 1)
     strategy = _check_strategy(strategy, cluster)
     check_rate(validation_split, "validation_split")
-    if not isinstance(sync_batchnorm, bool):
-        raise ValueError(f"sync_batchnorm must be True or False, got {sync_batchnorm!r}")
+    sync_batchnorm = _check_sync_batchnorm(sync_batchnorm, strategy)
     for value, argument in ((max_train_examples, "max_train_examples"),
                             (max_test_examples, "max_test_examples")):
         if value is not None:
@@ -130,8 +131,43 @@ def resolve_config(
         num_workers=cluster.num_workers if cluster is not None else 1,
         sync_batchnorm=sync_batchnorm,
         command=list(sys.argv),
-        versions=dict(keras=keras.__version__, tensorflow=tf.__version__),
+        versions=_versions(),
     )
+
+
+def _check_sync_batchnorm(sync_batchnorm, strategy):
+    """``sync_batchnorm`` as a bool: ``None`` is the strategy's own way."""
+    if sync_batchnorm is not None and not isinstance(sync_batchnorm, bool):
+        raise ValueError(f"sync_batchnorm must be True or False, got {sync_batchnorm!r}")
+    if strategy == "data_parallel":
+        if sync_batchnorm is False:
+            raise ValueError(
+                "sync_batchnorm=False is not available with strategy='data_parallel' (JAX): "
+                "its BatchNorm statistics always cover the global batch; per-replica "
+                "statistics need KERAS_BACKEND=tensorflow with strategy='mirrored'"
+            )
+        return True
+    if sync_batchnorm and keras.backend.backend() != "tensorflow":
+        raise ValueError(
+            f"sync_batchnorm=True is not available on the {keras.backend.backend()} backend "
+            f"with strategy={strategy!r} (one device: there is nothing to synchronise); "
+            f"on JAX use strategy='data_parallel', on TensorFlow 'mirrored' or 'multi_worker'"
+        )
+    return bool(sync_batchnorm)
+
+
+def _versions():
+    """The versions and runtime a run trained with: Keras, its backend, and
+    TensorFlow where installed (not part of what a resumed run must match)."""
+    from keras_gresnet.data.pipelines import resolve_input_pipeline
+
+    versions = dict(keras=keras.__version__, backend=keras.backend.backend(),
+                    input_pipeline=resolve_input_pipeline("auto"))
+    if sys.modules.get("tensorflow") is not None or versions["input_pipeline"] == "tf_data":
+        import tensorflow as tf
+
+        versions["tensorflow"] = tf.__version__
+    return versions
 
 
 def build_model(config, input_shape, num_classes):
@@ -140,7 +176,10 @@ def build_model(config, input_shape, num_classes):
         config["model"], input_shape=input_shape, classes=num_classes, **config["model_kwargs"]
     )
     recipes.Recipe.from_config(config["recipe"]).apply_to(model)
-    multiworker.sync_batchnorm(model, config.get("sync_batchnorm", False))
+    # Keras' synchronized BatchNorm is TensorFlow's; JAX's data_parallel
+    # computes global statistics by itself.
+    sync_batchnorm(model, config.get("sync_batchnorm", False)
+                   and keras.backend.backend() == "tensorflow")
     return model
 
 
@@ -155,5 +194,5 @@ def inference_copy(model):
     copy.set_weights(model.get_weights())
     # Synchronized BatchNorm is a training setting, and TensorFlow-only: the
     # published file loads on every Keras backend.
-    multiworker.sync_batchnorm(copy, False)
+    sync_batchnorm(copy, False)
     return copy

@@ -1,9 +1,21 @@
-"""Training in one process with Keras' own ``model.fit``: on one device or
-under ``MirroredStrategy`` (every strategy but ``"multi_worker"``, whose loop
-is :class:`keras_gresnet.training.multiworker.MultiWorkerLoop`)."""
+"""Training in one process with Keras' own ``model.fit``: on one device,
+under ``MirroredStrategy`` (TensorFlow) or Keras' ``DataParallel`` (JAX):
+every strategy but ``"multi_worker"``, whose loop is
+:class:`keras_gresnet.training.multiworker.MultiWorkerLoop`."""
 
-from keras_gresnet.training.multiworker import share_statistics
-from keras_gresnet.training.strategies import make_strategy
+import contextlib
+
+import keras
+
+from keras_gresnet.training.strategies import DataParallel, SingleDevice, make_strategy
+
+
+def compile_options(backend=None):
+    """The keyword arguments :func:`keras_gresnet.training.train` passes to
+    ``model.compile`` besides optimizer, loss and metrics, for ``backend``
+    (default: Keras' current one). ``scripts/benchmark.py`` measures them."""
+    backend = backend or keras.backend.backend()
+    return {"jit_compile": "auto"}
 
 
 class FitLoop:
@@ -38,15 +50,27 @@ class FitLoop:
     def evaluate(self, dataset):
         """``{"loss", "accuracy"}`` over ``dataset``, every replica with the
         BatchNorm statistics of replica 0: the model that is saved."""
-        share_statistics(self.strategy, self.model)
-        return self.model.evaluate(dataset, verbose=0, return_dict=True)
+        if not isinstance(self.strategy, (SingleDevice, DataParallel)):
+            from keras_gresnet.training.multiworker import share_statistics
+
+            share_statistics(self.strategy, self.model)
+        with self._scope():
+            return self.model.evaluate(dataset, verbose=0, return_dict=True)
+
+    def _scope(self):
+        """Keras' distribution must be in force while JAX runs the model too;
+        a ``tf.distribute`` strategy enters its scope by itself."""
+        if isinstance(self.strategy, DataParallel):
+            return self.strategy.scope()
+        return contextlib.nullcontext()
 
     def fit(self, dataset, *, epochs, initial_epoch, steps_per_epoch, validation_data,
             callbacks, verbose, num_examples=None, global_batch_size=None):
         """``model.fit`` over ``dataset``, the epochs ``initial_epoch ..
         epochs - 1`` (``num_examples`` and ``global_batch_size``: what the
         multi-worker loop needs, not used here)."""
-        self.model.fit(  # shuffle=False: the pipeline shuffles (seeded)
-            dataset, epochs=epochs, initial_epoch=initial_epoch,
-            steps_per_epoch=steps_per_epoch, validation_data=validation_data,
-            callbacks=callbacks, verbose=verbose, shuffle=False)
+        with self._scope():
+            self.model.fit(  # shuffle=False: the pipeline shuffles (seeded)
+                dataset, epochs=epochs, initial_epoch=initial_epoch,
+                steps_per_epoch=steps_per_epoch, validation_data=validation_data,
+                callbacks=callbacks, verbose=verbose, shuffle=False)

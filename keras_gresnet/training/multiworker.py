@@ -37,18 +37,15 @@ import weakref
 import keras
 import tensorflow as tf
 
-from keras_gresnet.layers import all_layers
 from keras_gresnet.training.strategies import (  # noqa: F401 (the cluster's names, here too)
     TRAINING_JOBS, Cluster, local_workers, make_strategy, parse_workers, resolve_cluster,
+    WorkerLost, sync_batchnorm,
 )
 
 # Errors of a collective op whose peer died or stopped answering.
 _PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError,
                 tf.errors.CancelledError, tf.errors.DeadlineExceededError)
 
-
-class WorkerLost(RuntimeError):
-    """Another worker died or stopped answering during a collective op."""
 
 
 def _local_replicas(strategy):
@@ -128,19 +125,6 @@ def share_statistics(strategy, model, chief=True):
     evaluation then measures the model that the chief saves."""
     if strategy.num_replicas_in_sync > 1 and model.non_trainable_variables:
         broadcast_variables(strategy, model.non_trainable_variables, chief)
-
-
-def sync_batchnorm(model, synchronized=True):
-    """Make every BatchNormalization of ``model`` compute its batch
-    statistics over the global batch (an all-reduce over all replicas of all
-    workers; Keras' ``synchronized=True``) or, with ``False``, over each
-    replica's batch, as the papers' multi-GPU runs did. Then N workers train
-    as one process does at the same global batch. Returns the number of
-    layers changed."""
-    layers = [l for l in all_layers(model) if isinstance(l, keras.layers.BatchNormalization)]
-    for layer in layers:
-        layer.synchronized = bool(synchronized)
-    return len(layers)
 
 
 def distribute(strategy, dataset):

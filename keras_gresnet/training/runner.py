@@ -13,14 +13,12 @@ import time
 from pathlib import Path
 
 import keras
-import tensorflow as tf
 
 from keras_gresnet import data, zoo
 from keras_gresnet.layers import gate_layers
 from keras_gresnet.training import runs
 from keras_gresnet.training.config import build_model, inference_copy, resolve_config
-from keras_gresnet.training.fitting import FitLoop
-from keras_gresnet.training.multiworker import MultiWorkerLoop
+from keras_gresnet.training.fitting import FitLoop, compile_options
 from keras_gresnet.training.recipes import Recipe
 from keras_gresnet.training.strategies import resolve_cluster
 
@@ -93,6 +91,7 @@ def train(model, *, out=None, overwrite=False, verbose="auto", workers=None,
     initial_epoch = loop.prepare(net, backup.restore(net) if loop.chief and resumed else 0)
     logger = runs.RunLogger(out if loop.chief else None, test=lambda: loop.evaluate(pipe.test),
                             resume=resumed)
+    backup.diverged = lambda: logger.diverged
     epochs, train_data = _epochs(recipe, pipe, initial_epoch)
     # Only now that every argument and every file read has proved good does
     # the folder change, and only the chief's.
@@ -118,6 +117,8 @@ def _start(config, cluster, out, overwrite):
         return runs.check_folder(out, config, overwrite)
 
     if config["strategy"] == "multi_worker":
+        from keras_gresnet.training.multiworker import MultiWorkerLoop
+
         return MultiWorkerLoop.join(cluster, check_folder, out)
     return FitLoop.start(config["strategy"], check_folder)
 
@@ -126,7 +127,11 @@ def _data(config, recipe, loop):
     """Seed everything, then the run's pipeline of global batches (recorded in
     ``config``: its data, replicas and global batch size)."""
     keras.utils.set_random_seed(config["seed"])
-    tf.config.experimental.enable_op_determinism()
+    input_pipeline = data.resolve_input_pipeline("auto")
+    if input_pipeline == "tf_data" or keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        tf.config.experimental.enable_op_determinism()
     replicas = loop.strategy.num_replicas_in_sync
     global_batch_size = recipe.batch_size * replicas
     pipe = data.pipeline(
@@ -139,6 +144,7 @@ def _data(config, recipe, loop):
         seed=config["seed"],
         max_train_examples=config["max_train_examples"],
         max_test_examples=config["max_test_examples"],
+        input_pipeline=input_pipeline,
     )
     loop.check_data(pipe.num_train, global_batch_size)
     config.update(data=pipe.config, replicas=replicas, global_batch_size=global_batch_size)
@@ -154,6 +160,7 @@ def _compiled_model(config, recipe, pipe, strategy):
             optimizer=recipe.optimizer(pipe.steps_per_epoch),
             loss="sparse_categorical_crossentropy",
             metrics=["accuracy"],
+            **compile_options(),
         )
         net.optimizer.build(net.trainable_variables)
     return net
@@ -169,8 +176,11 @@ def _epochs(recipe, pipe, initial_epoch):
 
 
 def _fit(loop, train_data, epochs, initial_epoch, pipe, config, verbose, callbacks):
-    """Train from ``initial_epoch`` to ``epochs``; returns the seconds it took."""
+    """Train from ``initial_epoch`` to ``epochs``; returns the seconds it took
+    (none when a run that crashed after its last epoch is finished)."""
     start = time.perf_counter()
+    if initial_epoch >= epochs:
+        return 0.0
     loop.fit(train_data, epochs=epochs, initial_epoch=initial_epoch,
              steps_per_epoch=pipe.steps_per_epoch, num_examples=pipe.num_train,
              global_batch_size=config["global_batch_size"], validation_data=pipe.validation,

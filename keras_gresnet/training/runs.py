@@ -222,6 +222,12 @@ class RunLogger(keras.callbacks.Callback):
         row["lr"] = self._epoch_lr
         if self.test is not None and not self.diverged:
             row.update({f"test_{k}": float(v) for k, v in self.test().items()})
+            # A net can train on finite batch statistics while the moving
+            # statistics that testing (and the saved model) use are not
+            # finite any more (seen on JAX): that is divergence too.
+            if not math.isfinite(row.get("test_loss", 0.0)):
+                self.diverged = f"the test loss became {row['test_loss']} after epoch {epoch}"
+                self.model.stop_training = True
         self.history.append(row)
         self.gates += [dict(zip(self.GATE_COLUMNS, r)) for r in gate_rows(self.model, epoch)]
         if self.out is not None:
@@ -247,8 +253,9 @@ class EpochBackup(keras.callbacks.Callback):
     A diverged epoch (a NaN or infinite loss) is not saved.
     """
 
-    def __init__(self, folder, keep=2):
+    def __init__(self, folder, keep=2, diverged=None):
         super().__init__()
+        self.diverged = diverged  # a callable: has the run diverged (test loss too)?
         self.folder = Path(folder)
         self.keep = check_int(keep, "keep", 1)
 
@@ -280,6 +287,8 @@ class EpochBackup(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         loss = (logs or {}).get("loss")
         if loss is not None and not math.isfinite(float(loss)):
+            return
+        if self.diverged is not None and self.diverged():
             return
         self.folder.mkdir(parents=True, exist_ok=True)
         with atomic_path(self.folder / f"epoch-{epoch + 1:05d}.weights.h5") as tmp:

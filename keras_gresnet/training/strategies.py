@@ -1,9 +1,14 @@
-"""``tf.distribute`` strategies by name, and the cluster of a multi-worker run.
+"""Strategies by name, on each Keras backend, and the cluster of a
+multi-worker run.
 
-:func:`make_strategy` makes the strategy a run trains under: the default
-(single-device) one, ``OneDeviceStrategy``, ``MirroredStrategy`` over this
-machine's GPUs (or logical CPUs), or ``MultiWorkerMirroredStrategy`` over a
-cluster of processes (:mod:`keras_gresnet.training.multiworker` trains there).
+:func:`make_strategy` makes the strategy a run trains under. On TensorFlow:
+the default (single-device) one, ``OneDeviceStrategy``, ``MirroredStrategy``
+over this machine's GPUs (or logical CPUs), or ``MultiWorkerMirroredStrategy``
+over a cluster of processes (:mod:`keras_gresnet.training.multiworker` trains
+there). On JAX: one device, or ``data_parallel`` (``mirrored`` means the
+same there): Keras' own ``keras.distribution.DataParallel`` over every JAX
+device. On PyTorch: one device. A strategy a backend does not have is
+refused (:data:`BACKEND_STRATEGIES`), never ignored.
 
 Cluster: configured the TensorFlow way, by ``TF_CONFIG``. ``workers`` and
 ``worker_index`` (``--workers host:port,... --worker-index i``) write it for
@@ -11,6 +16,7 @@ you (:func:`resolve_cluster`). The chief is task ``chief``, or worker 0 where
 there is none.
 """
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -19,11 +25,18 @@ import signal
 import socket
 import threading
 
-import tensorflow as tf
+import keras
 
 from keras_gresnet._checks import check_choice, check_int
+from keras_gresnet.layers import all_layers
 
-STRATEGIES = ("auto", "default", "one_device", "mirrored", "multi_worker")
+STRATEGIES = ("auto", "default", "one_device", "mirrored", "data_parallel", "multi_worker")
+# What each Keras backend has (JAX's "mirrored" is its "data_parallel").
+BACKEND_STRATEGIES = {
+    "tensorflow": ("auto", "default", "one_device", "mirrored", "multi_worker"),
+    "jax": ("auto", "default", "one_device", "mirrored", "data_parallel"),
+}
+SINGLE_DEVICE_STRATEGIES = ("auto", "default", "one_device")
 # Roles of TF_CONFIG's tasks that train; the chief, if any, counts as a worker.
 TRAINING_JOBS = ("chief", "worker")
 _ADDRESS = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
@@ -174,19 +187,80 @@ def resolve_cluster(workers=None, worker_index=None, environ=None):
     return cluster
 
 
-def resolve_strategy(name, cluster=None):
-    """The strategy name ``name`` stands for: ``"auto"`` with a cluster is
-    ``"multi_worker"``, which needs one."""
+def backend_strategies(backend=None):
+    """The strategy names ``backend`` (default: Keras' current one) has."""
+    backend = backend or keras.backend.backend()
+    return BACKEND_STRATEGIES.get(backend, SINGLE_DEVICE_STRATEGIES)
+
+
+def resolve_strategy(name, cluster=None, backend=None):
+    """The strategy name ``name`` stands for on ``backend`` (default: Keras'
+    current one): ``"auto"`` with a cluster is ``"multi_worker"``, which needs
+    one; JAX's ``"mirrored"`` is ``"data_parallel"``. A name the backend does
+    not have is refused, naming what it has."""
     check_choice(name, "strategy", STRATEGIES)
+    backend = backend or keras.backend.backend()
     if name == "auto" and cluster is not None:
         name = "multi_worker"
+    if name not in backend_strategies(backend):
+        raise ValueError(
+            f"strategy={name!r} is not available on the {backend} backend, which has "
+            f"{list(backend_strategies(backend))} (KERAS_BACKEND=tensorflow has "
+            f"{list(BACKEND_STRATEGIES['tensorflow'])})"
+        )
     if name == "multi_worker" and cluster is None:
         raise ValueError(NO_CLUSTER)
+    if backend == "jax" and name == "mirrored":
+        name = "data_parallel"
     return name
 
 
+class WorkerLost(RuntimeError):
+    """Another worker died or stopped answering during a collective op."""
+
+
+class SingleDevice:
+    """The strategy of a run on one device of a backend without
+    ``tf.distribute`` (JAX, PyTorch): one replica, no scope of its own."""
+
+    num_replicas_in_sync = 1
+
+    def scope(self):
+        return contextlib.nullcontext()
+
+
+class DataParallel:
+    """Keras' own data parallelism (``keras.distribution.DataParallel``, JAX):
+    the model's variables replicated on every device, each global batch split
+    across them, one SPMD program. So BatchNorm's batch statistics cover the
+    global batch (as ``sync_batchnorm`` does on TensorFlow). Build, compile
+    and fit inside :meth:`scope`."""
+
+    def __init__(self, devices=None):
+        self.distribution = keras.distribution.DataParallel(devices=devices)
+        self.num_replicas_in_sync = len(self.distribution.device_mesh.devices.reshape(-1))
+
+    def scope(self):
+        return self.distribution.scope()
+
+
+def sync_batchnorm(model, synchronized=True):
+    """Make every BatchNormalization of ``model`` compute its batch
+    statistics over the global batch (an all-reduce over all replicas of all
+    workers; Keras' ``synchronized=True``, TensorFlow's strategies only) or,
+    with ``False``, over each replica's batch, as the papers' multi-GPU runs
+    did. Then N workers train as one process does at the same global batch.
+    Returns the number of layers changed."""
+    layers = [l for l in all_layers(model) if isinstance(l, keras.layers.BatchNormalization)]
+    for layer in layers:
+        layer.synchronized = bool(synchronized)
+    return len(layers)
+
+
 def make_strategy(name="auto", cluster=None):
-    """A ``tf.distribute`` strategy by name.
+    """The strategy ``name`` of Keras' current backend (see the module's
+    docstring): a ``tf.distribute`` strategy on TensorFlow, else
+    :class:`SingleDevice` or :class:`DataParallel`.
 
     ``"auto"``: ``MultiWorkerMirroredStrategy`` when a cluster is configured,
     else ``MirroredStrategy`` when more than one GPU is visible, else the
@@ -201,8 +275,16 @@ def make_strategy(name="auto", cluster=None):
     and afterwards SIGTERM stops the process again.
     """
     name = resolve_strategy(name, cluster)
+    backend = keras.backend.backend()
+    if backend != "tensorflow":
+        if name == "data_parallel" or (name == "auto" and backend == "jax"
+                                       and len(keras.distribution.list_devices()) > 1):
+            return DataParallel()
+        return SingleDevice()
     if name == "multi_worker":
         return _multi_worker_strategy(cluster)
+    import tensorflow as tf
+
     gpus = tf.config.list_logical_devices("GPU")
     if name == "auto":
         name = "mirrored" if len(gpus) > 1 else "default"
@@ -223,6 +305,8 @@ def make_strategy(name="auto", cluster=None):
 def _multi_worker_strategy(cluster):
     """The process's ``MultiWorkerMirroredStrategy`` for ``cluster``, made
     once (it sets ``TF_CONFIG``; see :func:`make_strategy`)."""
+    import tensorflow as tf
+
     config = json.dumps(cluster.tf_config(), sort_keys=True)
     if config not in _MULTI_WORKER:
         if _MULTI_WORKER:

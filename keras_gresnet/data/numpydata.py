@@ -1,0 +1,121 @@
+"""The numpy input pipeline, the TensorFlow-free twin of
+:mod:`keras_gresnet.data.tfdata`: :func:`make_dataset` turns arrays in memory
+into a ``keras.utils.PyDataset`` of batches that ``model.fit`` reads on every
+Keras backend.
+
+Same arguments, same batches: both pipelines cut every epoch from
+:func:`keras_gresnet.data.preprocessing.epoch_plan` and normalise with the
+same float32 multiply-add, and :func:`crop_and_flip` is ``tfdata``'s crop
+and flip in numpy, so the batches of the epoch-indexed stream are identical
+(a test compares them). This is the pipeline :func:`keras_gresnet.data.pipeline`
+uses where TensorFlow is not installed (the JAX-only GPU machine), or when
+asked (``input_pipeline="numpy"``).
+"""
+
+import math
+
+import keras
+import numpy as np
+
+from keras_gresnet.data.preprocessing import (
+    EPOCH_STREAM,
+    ONE_PASS,
+    checked_preprocessing,
+    checked_stream_arguments,
+    epoch_plan,
+)
+
+
+def crop_and_flip(images, offsets, flips, padding=4):
+    """Zero-pad a batch by ``padding`` pixels, crop each image back to its size
+    at its own offset, and mirror it left-right where ``flips`` is true (what
+    :func:`keras_gresnet.data.tfdata.crop_and_flip` does, in numpy).
+
+    Args:
+        images: ``(B, H, W, C)`` array.
+        offsets: int ``(B, 2)``, the crop's top-left ``(row, col)`` in the
+            padded image, each in ``[0, 2 * padding]``.
+        flips: bool ``(B,)``.
+        padding: pixels of zeros on every side.
+    """
+    images = np.asarray(images)
+    batch, height, width = images.shape[:3]
+    padded = np.pad(images, ((0, 0), (padding, padding), (padding, padding), (0, 0)))
+    offsets = np.asarray(offsets, np.int64)
+    rows = offsets[:, :1] + np.arange(height)
+    columns = np.where(np.asarray(flips, bool)[:, None], np.arange(width - 1, -1, -1),
+                       np.arange(width))
+    columns = offsets[:, 1:] + columns
+    return padded[np.arange(batch)[:, None, None], rows[:, :, None], columns[:, None, :]]
+
+
+class ArrayDataset(keras.utils.PyDataset):
+    """Batches ``(float32 images, int32 labels)`` of arrays in memory; what
+    :func:`make_dataset` returns. ``len()`` is the number of batches: one
+    pass, or every epoch of ``epochs``."""
+
+    def __init__(self, images, labels, *, batch_size, preprocessing, shuffle, augment, padding,
+                 flatten, drop_remainder, seed, epochs):
+        super().__init__()
+        self.images, self.labels = images, labels.astype(np.int32)
+        self.batch_size, self.preprocessing = batch_size, preprocessing
+        self.shuffle, self.augment, self.padding = shuffle, augment, padding
+        self.flatten, self.seed, self.epochs = flatten, seed, epochs
+        rounding = math.floor if drop_remainder else math.ceil
+        self.steps_per_epoch = rounding(len(images) / batch_size)
+        # One pass: a fresh random key per pass (on_epoch_end draws the next).
+        self._keys = np.random.default_rng([ONE_PASS, seed])
+        self._pass_key = int(self._keys.integers(2 ** 62))
+        self._plan = (None, None)
+
+    def __len__(self):
+        if self.epochs is None:
+            return self.steps_per_epoch
+        start, stop = self.epochs
+        return (stop - start) * self.steps_per_epoch
+
+    def on_epoch_end(self):
+        if self.epochs is None:
+            self._pass_key = int(self._keys.integers(2 ** 62))
+
+    def _epoch(self, index):
+        """``((stream, key), step)`` of batch ``index``."""
+        if self.epochs is None:
+            return (ONE_PASS, self._pass_key), index
+        epoch, step = divmod(index, self.steps_per_epoch)
+        return (EPOCH_STREAM, self.epochs[0] + epoch), step
+
+    def __getitem__(self, index):
+        if not 0 <= index < len(self):
+            raise IndexError(f"batch {index} of {len(self)}")
+        key, step = self._epoch(index)
+        if self._plan[0] != key:
+            self._plan = key, epoch_plan(len(self.images), seed=self.seed, epoch=key[1],
+                                         shuffle=self.shuffle, padding=self.padding,
+                                         stream=key[0])
+        order, offsets, flips = self._plan[1]
+        batch = slice(step * self.batch_size, (step + 1) * self.batch_size)
+        x = self.preprocessing(self.images[order[batch]])
+        if self.augment:
+            x = crop_and_flip(x, offsets[batch], flips[batch], self.padding)
+        if self.flatten:
+            x = x.reshape(len(x), -1)
+        return x, self.labels[order[batch]]
+
+
+def make_dataset(images, labels, *, batch_size=128, preprocessing=None, shuffle=False,
+                 augment=False, padding=4, flatten=False, drop_remainder=False, seed=0,
+                 epochs=None):
+    """A ``keras.utils.PyDataset`` of ``(float32 images, int32 labels)``
+    batches, with the arguments and batches of
+    :func:`keras_gresnet.data.tfdata.make_dataset` (see there): ``epochs=None``
+    is one pass, reshuffled every epoch; ``epochs=(start, stop)`` the epochs
+    ``start .. stop - 1``, each a pure function of ``(seed, epoch)``."""
+    images = np.asarray(images)
+    labels = np.asarray(labels)
+    batch_size, padding, seed, epochs = checked_stream_arguments(
+        images, labels, batch_size, padding, seed, epochs)
+    preprocessing = checked_preprocessing(preprocessing, images)
+    return ArrayDataset(images, labels, batch_size=batch_size, preprocessing=preprocessing,
+                        shuffle=shuffle, augment=augment, padding=padding, flatten=flatten,
+                        drop_remainder=drop_remainder, seed=seed, epochs=epochs)

@@ -1,0 +1,218 @@
+"""A dataset as the papers feed it: :func:`pipeline` turns one into train /
+validation / test batches with the papers' preprocessing (statistics from
+the training images only) and CIFAR augmentation, through either input
+pipeline (``tf.data`` where TensorFlow is installed, else numpy: the two
+yield the same batches), and records everything a config needs to rebuild
+it (:attr:`Pipeline.config`).
+"""
+
+import dataclasses
+import importlib.util
+import math
+import sys
+
+from keras_gresnet._checks import PREPROCESSINGS, check_choice, check_int, check_rate
+from keras_gresnet.data.datasets import DATASETS
+from keras_gresnet.data.preprocessing import (
+    Preprocessing,
+    split_indices,
+    subset_indices,
+    test_subset,
+)
+from keras_gresnet.data.sources import load_with_source
+
+INPUT_PIPELINES = ("auto", "tf_data", "numpy")
+
+
+def tensorflow_installed():
+    """Whether TensorFlow can be imported here (without importing it)."""
+    if "tensorflow" in sys.modules:  # None: an import that is known to fail
+        return sys.modules["tensorflow"] is not None
+    return importlib.util.find_spec("tensorflow") is not None
+
+
+def resolve_input_pipeline(name="auto"):
+    """``"tf_data"`` or ``"numpy"``: the input pipeline ``name`` stands for
+    (``"auto"``: ``tf.data`` where TensorFlow is installed, else numpy)."""
+    check_choice(name, "input_pipeline", INPUT_PIPELINES)
+    if name == "auto":
+        return "tf_data" if tensorflow_installed() else "numpy"
+    if name == "tf_data" and not tensorflow_installed():
+        raise ValueError("input_pipeline='tf_data' needs TensorFlow, which is not installed "
+                         "here; use 'numpy' or 'auto'")
+    return name
+
+
+def dataset_maker(input_pipeline="auto"):
+    """The ``make_dataset`` function of the input pipeline ``input_pipeline``."""
+    name = resolve_input_pipeline(input_pipeline)
+    if name == "tf_data":
+        from keras_gresnet.data import tfdata
+        return tfdata.make_dataset
+    from keras_gresnet.data import numpydata
+    return numpydata.make_dataset
+
+
+def make_dataset(images, labels, *, batch_size=128, preprocessing=None, shuffle=False,
+                 augment=False, padding=4, flatten=False, drop_remainder=False, seed=0,
+                 epochs=None, input_pipeline="auto"):
+    """Batches ``(float32 images, int32 labels)`` of arrays in memory through
+    ``input_pipeline`` (as in :func:`pipeline`): a ``tf.data.Dataset``
+    (:func:`keras_gresnet.data.tfdata.make_dataset`, which documents every
+    argument) or its numpy twin's ``keras.utils.PyDataset``, with the same
+    batches."""
+    return dataset_maker(input_pipeline)(
+        images, labels, batch_size=batch_size, preprocessing=preprocessing, shuffle=shuffle,
+        augment=augment, padding=padding, flatten=flatten, drop_remainder=drop_remainder,
+        seed=seed, epochs=epochs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Pipeline:
+    """What :func:`pipeline` returns.
+
+    Attributes:
+        train, validation, test: batches (a ``tf.data.Dataset``, or a
+            ``keras.utils.PyDataset`` from the numpy pipeline)
+            ``(float32 images, int32 labels)``; ``validation`` is ``None``
+            without ``validation_split``. Only ``train`` is shuffled/augmented.
+            ``train`` is one pass, reshuffled by every new iterator;
+            :meth:`train_epochs` streams given epochs, each one's order fixed
+            by the seed and the epoch (what :func:`keras_gresnet.training.train`
+            reads).
+        preprocessing: the fitted :class:`Preprocessing` (training statistics).
+        input_shape: one example's shape as the model sees it.
+        num_classes, num_train, num_validation, num_test: sizes.
+        steps_per_epoch: batches in one pass over ``train``.
+        config: the arguments, the statistics and the data source, JSON-ready.
+    """
+
+    train: object
+    validation: object
+    test: object
+    preprocessing: Preprocessing
+    input_shape: tuple
+    num_classes: int
+    num_train: int
+    num_validation: int
+    num_test: int
+    steps_per_epoch: int
+    config: dict
+    train_epochs_fn: object = dataclasses.field(default=None, repr=False, compare=False)
+
+    def train_epochs(self, start, stop):
+        """The training batches of epochs ``start .. stop - 1`` as one stream,
+        each epoch's order and augmentation a pure function of the seed and
+        the epoch (:func:`make_dataset`'s ``epochs``): what a resumed or
+        multi-worker run reads, ``steps_per_epoch`` batches per epoch."""
+        return self.train_epochs_fn((start, stop))
+
+
+def pipeline(name, *, data_dir=None, download=True, preprocessing="scale", batch_size=128,
+             validation_split=0.0, augment=False, padding=4, flatten=False,
+             drop_remainder=False, seed=0, max_train_examples=None, max_test_examples=None,
+             input_pipeline="auto"):
+    """Train / validation / test datasets of ``name``, as the papers feed them.
+
+    GR's MNIST nets: ``preprocessing="scale"``. HE and GR's pre-activation
+    ResNets: ``preprocessing="mean", augment=True``. WRN:
+    ``preprocessing="meanstd", augment=True``. Batch 128 in all three.
+
+    The statistics come from the training examples only (after holding out
+    the validation part), never from the test split.
+
+    Args:
+        name: ``"mnist"``, ``"fashion_mnist"``, ``"cifar10"`` or ``"cifar100"``.
+        data_dir, download: as in :func:`keras_gresnet.data.load`.
+        preprocessing: ``"scale"``, ``"mean"`` or ``"meanstd"``
+            (see :class:`Preprocessing`).
+        batch_size: examples per batch.
+        validation_split: fraction of the TRAINING split held out for
+            validation, chosen by ``seed``; 0 for none.
+        augment, padding, flatten, drop_remainder, seed: as in
+            :func:`make_dataset` (``drop_remainder`` applies to ``train`` only).
+        max_train_examples, max_test_examples: keep a seeded random subset of
+            at most this many training (after the validation split) and test
+            examples, for quick runs; ``None`` keeps all.
+        input_pipeline: ``"tf_data"`` (``tf.data.Dataset`` batches),
+            ``"numpy"`` (``keras.utils.PyDataset`` batches, no TensorFlow), or
+            ``"auto"``: ``tf.data`` where TensorFlow is installed. Both give the
+            same batches.
+    """
+    validation_split = _checked_pipeline_arguments(
+        name, preprocessing, batch_size, padding, seed, validation_split,
+        max_train_examples, max_test_examples)
+    make_dataset = dataset_maker(input_pipeline)
+    splits, sources = _split_arrays(name, data_dir, download, validation_split, seed,
+                                    max_train_examples, max_test_examples)
+    train_images, train_labels = splits["train"]
+    fitted = Preprocessing.fit(preprocessing, train_images)
+    common = dict(batch_size=batch_size, preprocessing=fitted, flatten=flatten)
+    train_options = dict(shuffle=True, augment=augment, padding=padding,
+                         drop_remainder=drop_remainder, seed=seed, **common)
+    train = make_dataset(train_images, train_labels, **train_options)
+    validation = None
+    if len(splits["validation"][1]):
+        validation = make_dataset(*splits["validation"], **common)
+    test = make_dataset(*splits["test"], **common)
+
+    image_shape = DATASETS[name].image_shape
+    num_train = len(train_labels)
+    rounding = math.floor if drop_remainder else math.ceil
+    config = dict(
+        name=name, preprocessing=fitted.get_config(), batch_size=batch_size,
+        validation_split=validation_split, augment=augment, padding=padding, flatten=flatten,
+        drop_remainder=drop_remainder, seed=seed, max_train_examples=max_train_examples,
+        max_test_examples=max_test_examples, source=sources)
+    return Pipeline(
+        train=train,
+        validation=validation,
+        test=test,
+        preprocessing=fitted,
+        input_shape=(math.prod(image_shape),) if flatten else image_shape,
+        num_classes=DATASETS[name].num_classes,
+        num_train=num_train,
+        num_validation=len(splits["validation"][1]),
+        num_test=len(splits["test"][1]),
+        steps_per_epoch=rounding(num_train / batch_size),
+        config=config,
+        train_epochs_fn=lambda epochs: make_dataset(train_images, train_labels,
+                                                    epochs=epochs, **train_options),
+    )
+
+
+def _checked_pipeline_arguments(name, preprocessing, batch_size, padding, seed,
+                                validation_split, max_train_examples, max_test_examples):
+    """Every argument of :func:`pipeline` checked before any data is read;
+    returns ``validation_split`` as a float."""
+    check_choice(name, "name", tuple(DATASETS))
+    check_choice(preprocessing, "preprocessing", PREPROCESSINGS)
+    check_int(batch_size, "batch_size", 1)
+    check_int(padding, "padding", 0)
+    check_int(seed, "seed", 0)
+    validation_split = check_rate(validation_split, "validation_split")
+    for value, argument in ((max_train_examples, "max_train_examples"),
+                            (max_test_examples, "max_test_examples")):
+        if value is not None:
+            check_int(value, argument, 1)
+    return validation_split
+
+
+def _split_arrays(name, data_dir, download, validation_split, seed, max_train_examples,
+                  max_test_examples):
+    """``({"train", "validation", "test": (images, labels)}, {"train", "test":
+    source})``: the validation part held out of the training split, then the
+    seeded subsets kept."""
+    images, labels, source = load_with_source(name, "train", data_dir=data_dir,
+                                              download=download)
+    test_images, test_labels, test_source = load_with_source(name, "test", data_dir=data_dir,
+                                                             download=download)
+    train_index, validation_index = split_indices(len(images), validation_split, seed)
+    train_index = subset_indices(train_index, max_train_examples, seed)
+    test_index = test_subset(len(test_images), max_test_examples, seed)
+    splits = {
+        "train": (images[train_index], labels[train_index]),
+        "validation": (images[validation_index], labels[validation_index]),
+        "test": (test_images[test_index], test_labels[test_index]),
+    }
+    return splits, {"train": source, "test": test_source}
