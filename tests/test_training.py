@@ -166,7 +166,8 @@ def test_k_decay_reaches_the_gates_only_when_asked():
 def test_strategies():
     strategy = training.make_strategy("auto")
     if keras.backend.backend() == "tensorflow":
-        
+        import tensorflow as tf
+
         assert strategy is tf.distribute.get_strategy()  # no GPU here
     else:  # one CPU device here
         assert isinstance(strategy, training.strategies.SingleDevice)

@@ -1,0 +1,548 @@
+"""Benchmark: training and inference images/s of zoo models on every Keras
+backend, side by side with a PyTorch twin of the same architecture
+(``scripts/torch_reference.py``), in float32 and mixed bfloat16.
+
+A Keras backend is fixed per process, so each setup (``tf``, ``jax``,
+``torch-keras``, ``pytorch``, and with ``--variants`` the profiled variants:
+XLA on/off, oneDNN off, op determinism, NCHW torch...) is one persistent
+worker process (``--worker``) that keeps its compiled models. The parent runs
+the rounds: in round r every (model, precision, mode) job runs once on every
+setup, one at a time, in an order rotated by r, so machine noise hits all
+alike. The figure of a job is the median, over rounds, of
+``batch / median step`` (the step: the interval between two
+``on_*_batch_end`` callbacks, the first one of each call dropped).
+
+The Keras training step is the one ``keras-gresnet train`` runs: the zoo
+builder (``weights=None``), ``compile(SGD(momentum=0.9),
+"sparse_categorical_crossentropy", ["accuracy"],
+**keras_gresnet.training.fitting.compile_options())``, ``model.fit`` over
+in-memory numpy batches of random data (``steps + 1`` batches a call; the
+first call, which compiles, is not timed). Inference is ``model.predict``.
+PyTorch: eager ``nn.Module``, ``SGD(momentum=0.9)``, ``cross_entropy`` on
+logits, ``channels_last`` memory format, ``torch.set_num_threads(cores)``;
+mixed precision is ``torch.autocast("cpu", torch.bfloat16)`` against Keras'
+``mixed_bfloat16`` policy (``mixed_float16`` is pointless on a CPU: no
+float16 arithmetic units, it only adds casts).
+
+    python scripts/benchmark.py [--rounds 2] [--models gresnet_cifar,gresnet_mlp|all]
+        [--backends tf,jax,torch-keras,pytorch] [--precisions float32,mixed_bfloat16]
+        [--threads N] [--variants] [--quick] [--json out.json]
+
+On cores shared with another busy process pass ``--threads 1``: torch's
+OpenMP threads then run 6x faster than one per core (docs/benchmarks.md).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+# name -> (batch, train steps, infer steps) of a default run (2 busy cores).
+# wide_gresnet trains at a few images/s here: inference only unless asked.
+MODELS = {
+    "gresnet_cifar": (128, 4, 4),
+    "preact_resnet110": (128, 2, 2),
+    "wide_gresnet": (32, 0, 2),
+    "gresnet_mlp": (128, 20, 20),
+}
+DEFAULT_MODELS = ("gresnet_cifar", "gresnet_mlp")  # --models all: the four
+# --quick: tiny twins (one unit a stage, widen 1, depth 4), batch 8.
+QUICK = {
+    "gresnet_cifar": ("gresnet_cifar", dict(n=1)),
+    "preact_resnet110": ("resnet_cifar", dict(n=1, unit="preact")),
+    "wide_gresnet": ("wide_gresnet", dict(n=1, widen_factor=1)),
+    "gresnet_mlp": ("gresnet_mlp", dict(depth=4)),
+}
+PRECISIONS = ("float32", "mixed_bfloat16")
+
+# Setups: a worker process each. env: extra environment; compile: overrides
+# of compile_options(); init: what the worker does first.
+SETUPS = {
+    "tf": dict(runner="keras", backend="tensorflow"),
+    "jax": dict(runner="keras", backend="jax"),
+    "torch-keras": dict(runner="keras", backend="torch"),
+    "pytorch": dict(runner="torch"),
+}
+VARIANTS = {
+    # what compile("auto") resolves to on a CPU-only TF: no XLA
+    "tf-auto": dict(runner="keras", backend="tensorflow", compile={"jit_compile": "auto"}),
+    "tf-xla": dict(runner="keras", backend="tensorflow", compile={"jit_compile": True}),
+    "tf-noxla": dict(runner="keras", backend="tensorflow", compile={"jit_compile": False}),
+    "tf-onednn-off": dict(runner="keras", backend="tensorflow",
+                          env={"TF_ENABLE_ONEDNN_OPTS": "0"}),
+    # keras_gresnet.training.train enables TF op determinism (runner._data)
+    "tf-determinism": dict(runner="keras", backend="tensorflow", init="determinism"),
+    "jax-spe4": dict(runner="keras", backend="jax", compile={"steps_per_execution": 4}),
+    "tf-xla-spe4": dict(runner="keras", backend="tensorflow",
+                        compile={"jit_compile": True, "steps_per_execution": 4}),
+    # XLA:CPU's oneDNN and XNNPACK paths (environment: read when JAX starts)
+    "jax-onednn": dict(runner="keras", backend="jax",
+                       env={"XLA_FLAGS": "--xla_cpu_use_onednn=true"}),
+    "jax-onednn-cc": dict(runner="keras", backend="jax", env={
+        "XLA_FLAGS": "--xla_cpu_use_onednn=true --xla_cpu_experimental_onednn_custom_call=true"}),
+    "jax-xnnpack": dict(runner="keras", backend="jax",
+                        env={"XLA_FLAGS": "--xla_cpu_use_xnnpack=true"}),
+    "pytorch-nchw": dict(runner="torch", channels_last=False),
+    # one compute thread: on cores shared with another busy process, a
+    # second thread that waits at every barrier for a descheduled peer
+    "pytorch-1thread": dict(runner="torch", threads=1),
+    "torch-keras-1thread": dict(runner="keras", backend="torch", threads=1),
+    "tf-1thread": dict(runner="keras", backend="tensorflow",
+                       env={"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"}),
+    # ablations (where the time goes; not the zoo's nets): every BatchNorm an
+    # identity, or every gate a plain addition
+    "tf-no-bn": dict(runner="keras", backend="tensorflow", ablate="bn"),
+    "tf-no-gate": dict(runner="keras", backend="tensorflow", ablate="gate"),
+    "jax-no-bn": dict(runner="keras", backend="jax", ablate="bn"),
+    "pytorch-1thread-no-bn": dict(runner="torch", threads=1, ablate="bn"),
+    "pytorch-1thread-no-gate": dict(runner="torch", threads=1, ablate="gate"),
+}
+# --variants adds these (the ablations only when named in --backends)
+PROFILED = [v for v in VARIANTS if "-no-" not in v]
+
+
+def cores():
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def torch_threads():
+    return int(os.environ.get("BENCH_TORCH_THREADS") or cores())
+
+
+def random_batches(shape, batch, count, seed=0):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(batch * count, *shape)).astype("float32")
+    y = rng.integers(0, 10, size=batch * count).astype("int32")
+    return x, y
+
+
+def step_seconds(stamps):
+    """Intervals between batch ends, the first (call set-up) dropped."""
+    gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+    return gaps[1:] if len(gaps) > 1 else gaps
+
+
+# ------------------------------------------------------------------ workers
+
+
+def ablated(model, what):
+    """A clone of the Keras ``model`` with every BatchNormalization an
+    identity (``what="bn"``) or every ResidualGate a plain addition
+    (``"gate"``)."""
+    import keras
+
+    class NoBatchNorm(keras.layers.Layer):
+        def call(self, inputs, training=None, mask=None):
+            return inputs
+
+    def clone(layer):
+        if what == "bn" and isinstance(layer, keras.layers.BatchNormalization):
+            return NoBatchNorm(name=layer.name)
+        if what == "gate" and type(layer).__name__ == "ResidualGate":
+            return keras.layers.Add(name=layer.name)
+        return layer.__class__.from_config(layer.get_config())
+
+    return keras.models.clone_model(model, clone_function=clone)
+
+
+def torch_ablated(net, what):
+    """The torch twin of :func:`ablated`, in place."""
+    from torch import nn
+
+    import torch_reference as ref
+
+    class Add(nn.Module):
+        def forward(self, x, fx):
+            return x + fx
+
+    for name, child in list(net.named_children()):
+        if what == "bn" and isinstance(child, (nn.BatchNorm1d, nn.BatchNorm2d)):
+            setattr(net, name, nn.Identity())
+        elif what == "gate" and isinstance(child, ref.Gate):
+            setattr(net, name, Add())
+        else:
+            torch_ablated(child, what)
+    return net
+
+
+def keras_worker(setup, quick):
+    import keras
+    import numpy as np
+
+    from keras_gresnet import zoo
+    from keras_gresnet.training.fitting import compile_options
+
+    if keras.backend.backend() == "torch":
+        import torch
+
+        torch.set_num_threads(setup.get("threads") or torch_threads())
+    if setup.get("init") == "determinism":
+        import tensorflow as tf
+
+        tf.config.experimental.enable_op_determinism()
+    options = {**compile_options(), **setup.get("compile", {})}
+    cache = {}
+
+    class Stamps(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.t = []
+
+        def _begin(self, logs=None):
+            self.t = [time.perf_counter()]
+
+        def _end(self, batch, logs=None):
+            if logs and "loss" in logs:
+                float(logs["loss"])  # wait for the step (JAX dispatches async)
+            self.t.append(time.perf_counter())
+
+        on_train_begin = on_predict_begin = _begin
+        on_train_batch_end = on_predict_batch_end = _end
+
+    def model_for(name, precision):
+        key = (name, precision)
+        if key not in cache:
+            from torch_reference import MODELS as TWINS
+
+            builder, kwargs = QUICK[name] if quick else TWINS[name][1]
+            shape = TWINS[name][2]
+            keras.config.set_dtype_policy(precision)
+            model = zoo.get_model(builder, weights=None, input_shape=shape, classes=10, **kwargs)
+            keras.config.set_dtype_policy("float32")
+            if setup.get("ablate"):
+                model = ablated(model, setup["ablate"])
+            model.compile(optimizer=keras.optimizers.SGD(0.01, momentum=0.9),
+                          loss="sparse_categorical_crossentropy", metrics=["accuracy"],
+                          **options)
+            trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
+            cache[key] = dict(model=model, shape=shape, compiled=set(),
+                              params=[trainable, model.count_params()])
+        return cache[key]
+
+    def measure(req):
+        entry = model_for(req["model"], req["precision"])
+        model, batch, steps = entry["model"], req["batch"], req["steps"]
+        x, y = random_batches(entry["shape"], batch, steps + 1)
+        first = None
+        stamps = Stamps()
+        if req["mode"] == "train":
+            if "train" not in entry["compiled"]:
+                t0 = time.perf_counter()
+                model.fit(x[:batch], y[:batch], batch_size=batch, epochs=1, verbose=0,
+                          shuffle=False)
+                first = time.perf_counter() - t0
+                entry["compiled"].add("train")
+            model.fit(x, y, batch_size=batch, epochs=1, verbose=0, shuffle=False,
+                      callbacks=[stamps])
+        else:
+            if "infer" not in entry["compiled"]:
+                t0 = time.perf_counter()
+                model.predict(x[:batch], batch_size=batch, verbose=0)
+                first = time.perf_counter() - t0
+                entry["compiled"].add("infer")
+            model.predict(x, batch_size=batch, verbose=0, callbacks=[stamps])
+        spe = int(options.get("steps_per_execution", 1))  # one callback per execution
+        return dict(steps=[t / spe for t in step_seconds(stamps.t)], first=first,
+                    params=entry["params"],
+                    options={k: str(v) for k, v in options.items()})
+
+    return measure, dict(backend=keras.backend.backend(), keras=keras.__version__)
+
+
+def torch_worker(setup, quick):
+    import torch
+    import torch.nn.functional as F
+
+    import torch_reference as ref
+
+    torch.set_num_threads(setup.get("threads") or torch_threads())
+    channels_last = setup.get("channels_last", True)
+    cache = {}
+
+    def model_for(name, precision, mode):
+        key = (name, precision)
+        if key not in cache:
+            net = ref.quick(name) if quick else ref.build(name)
+            if setup.get("ablate"):
+                net = torch_ablated(net, setup["ablate"])
+            if channels_last:
+                net = net.to(memory_format=torch.channels_last)
+            opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+            cache[key] = dict(net=net, opt=opt, compiled=set(), params=ref.param_counts(net))
+        return cache[key]
+
+    def measure(req):
+        name, precision, batch, steps = req["model"], req["precision"], req["batch"], req["steps"]
+        entry = model_for(name, precision, req["mode"])
+        net, opt = entry["net"], entry["opt"]
+        x, y = random_batches(ref.MODELS[name][2], batch, steps + 1)
+        xs = [ref.to_torch_images(x[i * batch:(i + 1) * batch], channels_last)
+              for i in range(steps + 1)]
+        ys = [torch.from_numpy(y[i * batch:(i + 1) * batch]).long() for i in range(steps + 1)]
+        mixed = precision != "float32"
+        autocast = lambda: torch.autocast("cpu", dtype=torch.bfloat16, enabled=mixed)  # noqa: E731
+
+        def train(xb, yb):
+            net.train()
+            opt.zero_grad(set_to_none=True)
+            with autocast():
+                out = net(xb)
+            loss = F.cross_entropy(out.float(), yb)
+            loss.backward()
+            opt.step()
+            (out.argmax(1) == yb).float().mean()  # Keras' accuracy metric
+            return loss.item()
+
+        def infer(xb, yb):
+            net.eval()
+            with torch.inference_mode(), autocast():
+                return net(xb).float().softmax(1)
+
+        fn = train if req["mode"] == "train" else infer
+        first = None
+        if req["mode"] not in entry["compiled"]:
+            t0 = time.perf_counter()
+            fn(xs[0], ys[0])
+            first = time.perf_counter() - t0
+            entry["compiled"].add(req["mode"])
+        stamps = [time.perf_counter()]
+        for xb, yb in zip(xs, ys):
+            fn(xb, yb)
+            stamps.append(time.perf_counter())
+        return dict(steps=step_seconds(stamps), first=first, params=entry["params"],
+                    options=dict(channels_last=str(channels_last),
+                                 threads=str(torch.get_num_threads())))
+
+    return measure, dict(backend="pytorch", torch=torch.__version__)
+
+
+def worker_main(args):
+    """Read one JSON request a line from stdin, answer one JSON line."""
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    sys.stdout = sys.stderr  # library chatter must not reach the protocol
+    setup = {**SETUPS, **VARIANTS}[args.setup]
+    if setup["runner"] == "torch":
+        measure, info = torch_worker(setup, args.quick)
+    else:
+        measure, info = keras_worker(setup, args.quick)
+    out.write(json.dumps(dict(ready=True, **info)) + "\n")
+    out.flush()
+    for line in sys.stdin:
+        req = json.loads(line)
+        try:
+            result = measure(req)
+        except Exception as e:  # reported in the table, the run goes on
+            result = dict(error=f"{type(e).__name__}: {e}"[:300])
+        out.write(json.dumps(result) + "\n")
+        out.flush()
+
+
+class Worker:
+    """A persistent worker process of one setup."""
+
+    def __init__(self, name, quick):
+        setup = {**SETUPS, **VARIANTS}[name]
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **setup.get("env", {}))
+        if setup["runner"] == "keras":
+            env["KERAS_BACKEND"] = setup["backend"]
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--setup", name]
+        if quick:
+            cmd.append("--quick")
+        self.name = name
+        self.log = open(os.path.join(os.environ.get("BENCH_LOG_DIR", "/tmp"),
+                                     f"benchmark-{name}.log"), "w")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.log, text=True, env=env)
+        self.info = self._read()
+
+    def _read(self):
+        line = self.proc.stdout.readline()
+        if not line:
+            return dict(error=f"worker {self.name} died (see {self.log.name})")
+        return json.loads(line)
+
+    def ask(self, req):
+        if self.proc.poll() is not None:
+            return dict(error=f"worker {self.name} died (see {self.log.name})")
+        self.proc.stdin.write(json.dumps(req) + "\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.log.close()
+
+
+# ------------------------------------------------------------------- parent
+
+
+def jobs_of(args):
+    jobs = []
+    for model in args.models:
+        batch, train_steps, infer_steps = MODELS[model]
+        if args.quick:
+            batch, train_steps, infer_steps = 8, 3, 3
+        batch = args.batch or batch
+        if args.train_wide and model == "wide_gresnet" and not train_steps:
+            train_steps = 2
+        if args.steps:
+            train_steps = args.steps if train_steps else 0
+            infer_steps = args.steps
+        for precision in args.precisions:
+            for mode, steps in (("train", train_steps), ("infer", infer_steps)):
+                if steps and precision != "float32" and not args.steps:
+                    steps = max(2, steps // 2)  # bfloat16 is 8-12x slower on a CPU
+                if steps and mode in args.modes:
+                    jobs.append(dict(model=model, precision=precision, mode=mode,
+                                     batch=batch, steps=steps))
+    return jobs
+
+
+def run(args):
+    setups = list(args.backends) + ([v for v in PROFILED if v not in args.backends]
+                                    if args.variants else [])
+    jobs = jobs_of(args)
+    print(f"{len(setups)} setups x {len(jobs)} jobs x {args.rounds} rounds; "
+          f"{cores()} cores; load {os.getloadavg()[0]:.2f}", flush=True)
+    workers = {}
+    for s in setups:
+        t0 = time.perf_counter()
+        workers[s] = Worker(s, args.quick)
+        print(f"  worker {s}: {workers[s].info} ({time.perf_counter() - t0:.0f} s)", flush=True)
+    params = {}  # model -> setup -> (trainable, total)
+    results = {}  # (setup, model, precision, mode) -> dict(ips=[...], first=..)
+    started = time.perf_counter()
+    try:
+        for r in range(args.rounds):
+            for j, job in enumerate(jobs):
+                k = (r + j) % len(setups)
+                for s in setups[k:] + setups[:k]:
+                    res = workers[s].ask(job)
+                    key = (s, job["model"], job["precision"], job["mode"])
+                    entry = results.setdefault(key, dict(ips=[], first=None, error=None,
+                                                         batch=job["batch"]))
+                    if "error" in res:
+                        entry["error"] = res["error"]
+                    else:
+                        entry["ips"].append(job["batch"] / statistics.median(res["steps"]))
+                        entry["first"] = entry["first"] or res["first"]
+                        entry["options"] = res.get("options")
+                        if "-no-" not in s:  # ablations drop weights on purpose
+                            params.setdefault(job["model"], {})[s] = tuple(res["params"])
+                    ips = f"{entry['ips'][-1]:9.1f} img/s" if not res.get("error") else "error"
+                    print(f"  round {r + 1} {s:>15s} {job['model']:>17s} {job['precision']:>14s} "
+                          f"{job['mode']:>5s}: {ips}  ({time.perf_counter() - started:.0f} s)",
+                          flush=True)
+    finally:
+        for w in workers.values():
+            w.close()
+    for model, counts in params.items():
+        print(f"  params {model}: " + ", ".join(f"{s} {c[0]:,}/{c[1]:,}" for s, c in counts.items())
+              + " (trainable/total)")
+        if len(set(counts.values())) > 1:
+            raise SystemExit(f"{model}: the twins' parameter counts differ: {counts}")
+    return setups, jobs, results
+
+
+def table(setups, jobs, results):
+    """The markdown table; ratios to the fastest PyTorch setup of the run
+    (``pytorch``, ``pytorch-1thread``...) at the same model and precision."""
+    def ips(s, m, p, mode):
+        e = results.get((s, m, p, mode))
+        if not e:
+            return None, ""
+        if e["error"] and not e["ips"]:
+            return None, "error"
+        v = statistics.median(e["ips"])
+        return v, f"{v:,.1f}" if v < 100 else f"{v:,.0f}"
+
+    references = [s for s in setups if s.startswith("pytorch") and "-no-" not in s]
+
+    def best(m, p, mode):
+        values = [ips(s, m, p, mode)[0] for s in references]
+        values = [v for v in values if v]
+        return max(values) if values else None
+
+    rows = ["| model | setup | precision | batch | train img/s | infer img/s | "
+            "train / PyTorch | infer / PyTorch | first train call s |",
+            "|---|---|---|---|---:|---:|---:|---:|---:|"]
+    seen = []
+    for job in jobs:
+        if (job["model"], job["precision"]) not in seen:
+            seen.append((job["model"], job["precision"]))
+    for m, p in seen:
+        rt, ri = best(m, p, "train"), best(m, p, "infer")
+        for s in setups:
+            tv, ts = ips(s, m, p, "train")
+            iv, is_ = ips(s, m, p, "infer")
+            e = results.get((s, m, p, "train")) or results.get((s, m, p, "infer")) or {}
+            ratio_t = f"{tv / rt:.2f}x" if tv and rt else ""
+            ratio_i = f"{iv / ri:.2f}x" if iv and ri else ""
+            first = results.get((s, m, p, "train"), {}).get("first")
+            rows.append(f"| {m} | {s} | {p} | {e.get('batch', '')} | {ts or '-'} | "
+                        f"{is_ or '-'} | {ratio_t} | {ratio_i} | "
+                        f"{f'{first:.1f}' if first else ''} |")
+    return "\n".join(rows) + ("\n\nRatios: to the fastest of " + ", ".join(references)
+                               + " at the same model and precision." if references else "")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--models", default=",".join(DEFAULT_MODELS),
+                        help=f"comma-separated, of {','.join(MODELS)}, or all")
+    parser.add_argument("--backends", default=",".join(SETUPS),
+                        help=f"comma-separated setups, of {','.join([*SETUPS, *VARIANTS])}")
+    parser.add_argument("--precisions", default=",".join(PRECISIONS))
+    parser.add_argument("--modes", default="train,infer")
+    parser.add_argument("--variants", action="store_true",
+                        help=f"add the profiled variants: {', '.join(PROFILED)}")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads of pytorch and torch-keras (default: the "
+                             "cores; 1 on cores shared with a busy process)")
+    parser.add_argument("--batch", type=int, default=None, help="override every model's batch")
+    parser.add_argument("--steps", type=int, default=None, help="override the timed steps")
+    parser.add_argument("--train-wide", action="store_true",
+                        help="also time wide_gresnet training (a few img/s on a CPU)")
+    parser.add_argument("--quick", action="store_true", help="tiny models, a smoke test")
+    parser.add_argument("--json", default=None, help="write the raw results here")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--setup", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        return worker_main(args)
+    for field, allowed in (("models", {**MODELS, "all": None}), ("backends", {**SETUPS, **VARIANTS}),
+                           ("precisions", PRECISIONS), ("modes", ("train", "infer"))):
+        values = [v for v in getattr(args, field).split(",") if v]
+        bad = [v for v in values if v not in allowed]
+        if bad:
+            parser.error(f"--{field}: unknown {bad}, choose from {list(allowed)}")
+        setattr(args, field, values)
+    if args.models == ["all"]:
+        args.models = list(MODELS)
+    if args.threads:
+        os.environ["BENCH_TORCH_THREADS"] = str(args.threads)
+    setups, jobs, results = run(args)
+    print()
+    print(table(setups, jobs, results))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([dict(setup=k[0], model=k[1], precision=k[2], mode=k[3], **v)
+                       for k, v in results.items()], f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
