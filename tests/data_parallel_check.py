@@ -27,8 +27,9 @@ parallel = training.train("gresnet_mlp", strategy="data_parallel", batch_size=32
                           out=f"{out}/parallel", **common)
 devices = sorted({str(d) for v in parallel.model.trainable_variables
                   for d in v.value.sharding.device_set})
-mirrored_name = training.resolve_config("gresnet_mlp", model_kwargs=dict(depth=2),
-                                        strategy="mirrored")["strategy"]
+mirrored_name, auto_name = (
+    training.resolve_config("gresnet_mlp", model_kwargs=dict(depth=2), strategy=name)["strategy"]
+    for name in ("mirrored", "auto"))
 single = training.train("gresnet_mlp", strategy="default", batch_size=64,
                         out=f"{out}/single", **common)
 reloaded = keras.saving.load_model(f"{out}/parallel/model.keras")
@@ -36,6 +37,7 @@ reloaded.compile(loss="sparse_categorical_crossentropy", metrics=["accuracy"])
 test = training.test_data(parallel.config)[0]
 print(json.dumps(dict(
     jax_devices=len(jax.devices()), variable_devices=devices, mirrored_is=mirrored_name,
+    auto_is=auto_name,
     replicas=[parallel.config["replicas"], single.config["replicas"]],
     global_batch=[parallel.config["global_batch_size"], single.config["global_batch_size"]],
     sync_batchnorm=parallel.config["sync_batchnorm"],

@@ -72,7 +72,7 @@ def test_jax_data_parallel_on_two_devices_matches_one_device(tmp_path):
     order: measured 1e-7 relative in the loss; we allow 1e-5."""
     report = _run("data_parallel_check.py", tmp_path, KERAS_BACKEND="jax")
     assert report["jax_devices"] == 2 and report["variable_devices"] == ["cpu:0", "cpu:1"]
-    assert report["mirrored_is"] == "data_parallel"
+    assert report["mirrored_is"] == report["auto_is"] == "data_parallel"
     assert report["replicas"] == [2, 1] and report["global_batch"] == [64, 64]
     assert report["sync_batchnorm"] is True
     parallel, single = report["parallel"], report["single"]

@@ -196,8 +196,9 @@ def backend_strategies(backend=None):
 def resolve_strategy(name, cluster=None, backend=None):
     """The strategy name ``name`` stands for on ``backend`` (default: Keras'
     current one): ``"auto"`` with a cluster is ``"multi_worker"``, which needs
-    one; JAX's ``"mirrored"`` is ``"data_parallel"``. A name the backend does
-    not have is refused, naming what it has."""
+    one; JAX's ``"mirrored"``, and its ``"auto"`` with more than one device,
+    are ``"data_parallel"``. A name the backend does not have is refused,
+    naming what it has."""
     check_choice(name, "strategy", STRATEGIES)
     backend = backend or keras.backend.backend()
     if name == "auto" and cluster is not None:
@@ -210,8 +211,9 @@ def resolve_strategy(name, cluster=None, backend=None):
         )
     if name == "multi_worker" and cluster is None:
         raise ValueError(NO_CLUSTER)
-    if backend == "jax" and name == "mirrored":
-        name = "data_parallel"
+    if backend == "jax" and (name == "mirrored" or (
+            name == "auto" and len(keras.distribution.list_devices()) > 1)):
+        name = "data_parallel"  # recorded as such: its BatchNorm is global
     return name
 
 
@@ -277,10 +279,7 @@ def make_strategy(name="auto", cluster=None):
     name = resolve_strategy(name, cluster)
     backend = keras.backend.backend()
     if backend != "tensorflow":
-        if name == "data_parallel" or (name == "auto" and backend == "jax"
-                                       and len(keras.distribution.list_devices()) > 1):
-            return DataParallel()
-        return SingleDevice()
+        return DataParallel() if name == "data_parallel" else SingleDevice()
     if name == "multi_worker":
         return _multi_worker_strategy(cluster)
     import tensorflow as tf
