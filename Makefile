@@ -2,7 +2,7 @@
 # Both install what they need first.
 PYTHON ?= python3
 
-.PHONY: install data run zoo-table test test-tensorflow test-unit test-slow test-backends test-tf-free release bench
+.PHONY: install install-backends data run zoo-table test test-tensorflow test-unit test-slow test-backends test-tf-free release bench
 
 install:
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e ".[test]"
@@ -26,10 +26,10 @@ zoo-table: install
 # tests on JAX and PyTorch, then without TensorFlow.
 test: test-tensorflow test-backends test-tf-free
 
-test-tensorflow: install data
+test-tensorflow: install install-backends data
 	$(PYTHON) -m pytest -q
 
-test-unit: install data
+test-unit: install install-backends data
 	$(PYTHON) -m pytest -q -m "not integration and not slow"
 
 test-slow: install data
@@ -42,8 +42,12 @@ BACKEND_TESTS = tests/test_layers.py tests/test_zoo.py tests/test_weights.py \
 	tests/test_recipes.py tests/test_training.py tests/test_analysis.py \
 	tests/test_finetune.py tests/test_backends.py
 BACKEND_MARKS = not slow and not tensorflow_only
-test-backends: install data
+# JAX and PyTorch for the tests (the TensorFlow suite runs JAX checks in
+# subprocesses too); neither is a dependency of the package.
+install-backends:
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check jax jaxlib torch==2.13.0
+
+test-backends: install install-backends data
 	KERAS_BACKEND=jax $(PYTHON) -m pytest -q -m "$(BACKEND_MARKS)" $(BACKEND_TESTS)
 	KERAS_BACKEND=torch $(PYTHON) -m pytest -q -m "$(BACKEND_MARKS)" $(BACKEND_TESTS)
 
