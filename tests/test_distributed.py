@@ -153,14 +153,20 @@ def test_two_workers_match_one_process_at_the_same_global_batch(two_workers, one
     """Each step reads the same examples, but BatchNorm normalises with each
     worker's 64 examples instead of all 128 (as the papers' multi-GPU runs
     did), which changes the training path: measured 1.5% (epoch 1) to 8.6%
-    (epoch 6) apart in training loss, test accuracy within 1.7 points.
-    Allowed: 12% and 3 points. sync_batchnorm removes the difference (next
-    test)."""
+    (epoch 6) apart in training loss. Test accuracy on these 1000 examples
+    swings by up to 6 points from one epoch to the next in either run
+    (measured: 0.827, 0.770, 0.828), so one epoch's gap says little; the mean
+    over the 6 epochs was 1.2 points apart (0.803 vs 0.815), the widest single
+    epoch 3.2. Allowed: 12% in loss, 2 points in the mean test accuracy, 6 in
+    any epoch. sync_batchnorm removes the difference (next test)."""
     _, (chief, _) = two_workers
     workers = report(chief)
-    for mine, theirs in zip(workers["history"], one_process.history, strict=True):
+    pairs = list(zip(workers["history"], one_process.history, strict=True))
+    for mine, theirs in pairs:
         assert abs(mine["loss"] - theirs["loss"]) < 0.12 * theirs["loss"], (mine, theirs)
-        assert abs(mine["test_accuracy"] - theirs["test_accuracy"]) < 0.03, (mine, theirs)
+        assert abs(mine["test_accuracy"] - theirs["test_accuracy"]) < 0.06, (mine, theirs)
+    gap = sum(m["test_accuracy"] - t["test_accuracy"] for m, t in pairs) / len(pairs)
+    assert abs(gap) < 0.02, gap
 
 
 @pytest.mark.integration

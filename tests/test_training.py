@@ -251,7 +251,7 @@ def test_mirrored_strategy_matches_a_single_device(tmp_path):
     so the runs are close, not equal: measured 5-10% apart in training loss
     and under 1 point in test accuracy; we allow 20% and 6 points. With
     sync_batchnorm the statistics cover all 64 and the loss is the single
-    device's to 1e-5. The three runs share one process, which a fresh
+    device's to 1e-5 while round-off stays small (two epochs here). The three runs share one process, which a fresh
     MirroredStrategy per run would break (tensorflow/tensorflow#62790)."""
     result = subprocess.run([sys.executable, str(ROOT / "tests" / "mirrored_check.py"),
                              str(tmp_path)], cwd=ROOT, env=_env(), capture_output=True,
@@ -266,8 +266,13 @@ def test_mirrored_strategy_matches_a_single_device(tmp_path):
         assert abs(m["loss"] - s["loss"]) < 0.2 * s["loss"]
     accuracy = [r["test_accuracy"] for r in report["results"]]
     assert abs(accuracy[0] - accuracy[1]) < 0.06
-    for m, s in zip(report["synchronized"], single, strict=True):
-        assert m["loss"] == pytest.approx(s["loss"], rel=1e-5)
+    # Synchronised: the single device's loss to 1e-7 for two epochs (measured
+    # 7e-8, 6e-8); then float round-off, amplified by training, grows
+    # (measured 3.2e-4 in epoch 3; the multi-worker test sees the same from
+    # epoch 5). Per-replica statistics are 5-10% off from epoch 1.
+    synchronized = report["synchronized"]
+    for epoch, (m, s) in enumerate(zip(synchronized, single, strict=True)):
+        assert m["loss"] == pytest.approx(s["loss"], rel=1e-5 if epoch < 2 else 2e-3)
 
 
 def test_cli_options_split_into_recipe_and_builder():
