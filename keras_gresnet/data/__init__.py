@@ -12,8 +12,9 @@ HE and WRN train on CIFAR. This package gives both halves:
   batches (``tf.data.Dataset`` where TensorFlow is installed, else a
   ``keras.utils.PyDataset`` of the numpy twin) with the papers' preprocessing
   (:class:`Preprocessing`, statistics from the training images only) and
-  CIFAR augmentation (:func:`random_crop_and_flip`), and records everything a
-  config needs to rebuild it (:attr:`Pipeline.config`).
+  CIFAR augmentation (:func:`crop_and_flip` at the offsets and flips of
+  :func:`epoch_plan`), and records everything a config needs to rebuild it
+  (:attr:`Pipeline.config`).
 
 Example::
 

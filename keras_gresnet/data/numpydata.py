@@ -12,8 +12,6 @@ uses where TensorFlow is not installed (the JAX-only GPU machine), or when
 asked (``input_pipeline="numpy"``).
 """
 
-import math
-
 import keras
 import numpy as np
 
@@ -23,6 +21,7 @@ from keras_gresnet.data.preprocessing import (
     checked_preprocessing,
     checked_stream_arguments,
     epoch_plan,
+    steps_per_epoch,
 )
 
 
@@ -61,8 +60,7 @@ class ArrayDataset(keras.utils.PyDataset):
         self.batch_size, self.preprocessing = batch_size, preprocessing
         self.shuffle, self.augment, self.padding = shuffle, augment, padding
         self.flatten, self.seed, self.epochs = flatten, seed, epochs
-        rounding = math.floor if drop_remainder else math.ceil
-        self.steps_per_epoch = rounding(len(images) / batch_size)
+        self.steps_per_epoch = steps_per_epoch(len(images), batch_size, drop_remainder)
         # One pass: a fresh random key per pass (on_epoch_end draws the next).
         self._keys = np.random.default_rng([ONE_PASS, seed])
         self._pass_key = int(self._keys.integers(2 ** 62))

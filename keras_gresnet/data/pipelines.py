@@ -16,6 +16,7 @@ from keras_gresnet.data.datasets import DATASETS
 from keras_gresnet.data.preprocessing import (
     Preprocessing,
     split_indices,
+    steps_per_epoch,
     subset_indices,
     test_subset,
 )
@@ -158,7 +159,6 @@ def pipeline(name, *, data_dir=None, download=True, preprocessing="scale", batch
 
     image_shape = DATASETS[name].image_shape
     num_train = len(train_labels)
-    rounding = math.floor if drop_remainder else math.ceil
     config = dict(
         name=name, preprocessing=fitted.get_config(), batch_size=batch_size,
         validation_split=validation_split, augment=augment, padding=padding, flatten=flatten,
@@ -174,7 +174,7 @@ def pipeline(name, *, data_dir=None, download=True, preprocessing="scale", batch
         num_train=num_train,
         num_validation=len(splits["validation"][1]),
         num_test=len(splits["test"][1]),
-        steps_per_epoch=rounding(num_train / batch_size),
+        steps_per_epoch=steps_per_epoch(num_train, batch_size, drop_remainder),
         config=config,
         train_epochs_fn=lambda epochs: make_dataset(train_images, train_labels,
                                                     epochs=epochs, **train_options),

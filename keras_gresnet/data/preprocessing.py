@@ -11,6 +11,7 @@ they yield identical batches.
 """
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -150,6 +151,13 @@ def epoch_plan(num_examples, *, seed, epoch, shuffle=True, padding=4, stream=EPO
     offsets = rng.integers(0, 2 * padding + 1, size=(num_examples, 2), dtype=np.int32)
     flips = rng.random(num_examples) < 0.5
     return order.astype(np.int64), offsets, flips
+
+
+def steps_per_epoch(num_examples, batch_size, drop_remainder=False):
+    """Batches in one epoch of ``num_examples`` (the last, smaller one
+    dropped with ``drop_remainder``): what both input pipelines yield."""
+    rounding = math.floor if drop_remainder else math.ceil
+    return rounding(num_examples / batch_size)
 
 
 def checked_epochs(epochs):

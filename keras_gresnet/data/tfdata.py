@@ -14,10 +14,12 @@ import numpy as np
 import tensorflow as tf
 
 from keras_gresnet.data.preprocessing import (
+    EPOCH_STREAM,
     ONE_PASS,
     checked_preprocessing,
     checked_stream_arguments,
     epoch_plan,
+    steps_per_epoch,
 )
 
 
@@ -136,7 +138,8 @@ def make_dataset(images, labels, *, batch_size=128, preprocessing=None, shuffle=
         keys = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).take(1)
         keys = keys.map(lambda key: (tf.constant(ONE_PASS, tf.int64), key % (2 ** 62)))
     else:
-        keys = tf.data.Dataset.range(*epochs).map(lambda epoch: (tf.constant(0, tf.int64), epoch))
+        keys = tf.data.Dataset.range(*epochs).map(
+            lambda epoch: (tf.constant(EPOCH_STREAM, tf.int64), epoch))
 
     def epoch_batches(stream, epoch):
         order, offsets, flips = tf.numpy_function(
@@ -158,8 +161,7 @@ def make_dataset(images, labels, *, batch_size=128, preprocessing=None, shuffle=
             x = tf.reshape(x, (-1, example_size))
         return x, tf.gather(data[1], index)
 
-    rounding = math.floor if drop_remainder else math.ceil
-    steps = rounding(num_examples / batch_size)
+    steps = steps_per_epoch(num_examples, batch_size, drop_remainder)
     batches = keys.flat_map(epoch_batches).apply(tf.data.experimental.assert_cardinality(
         steps if epochs is None else steps * (epochs[1] - epochs[0])))
     dataset = tf.data.Dataset.zip(batches, arrays)

@@ -128,7 +128,7 @@ def _data(config, recipe, loop):
     ``config``: its data, replicas and global batch size)."""
     keras.utils.set_random_seed(config["seed"])
     input_pipeline = data.resolve_input_pipeline("auto")
-    if input_pipeline == "tf_data" or keras.backend.backend() == "tensorflow":
+    if input_pipeline == "tf_data":  # always, where TensorFlow is installed
         import tensorflow as tf
 
         tf.config.experimental.enable_op_determinism()
