@@ -26,7 +26,7 @@ def test_each_backend_has_its_strategies_and_refuses_the_others():
     assert resolve("data_parallel", backend="jax") == "data_parallel"
     assert resolve("auto", backend="torch") == "auto"
     refusals = [("data_parallel", "tensorflow"), ("mirrored", "torch"),
-                ("multi_worker", "jax"), ("data_parallel", "numpy")]
+                ("multi_worker", "torch"), ("multi_worker", "jax"), ("data_parallel", "numpy")]
     for name, backend in refusals:
         with pytest.raises(ValueError) as error:
             resolve(name, backend=backend)
