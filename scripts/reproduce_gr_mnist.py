@@ -27,16 +27,11 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from keras_gresnet import files, plots, training  # noqa: E402
+from keras_gresnet._papers import GR_MNIST_ERROR, GR_MNIST_MEAN_K  # noqa: E402
 
 KINDS = ("plain", "resnet", "gresnet")
 LABELS = {"plain": "plain", "resnet": "ResNet", "gresnet": "GResNet",
           "gated_plain": "gated plain"}
-# GR Table 1 (MNIST test error %) and Table 2 (mean k of the GResNet).
-GR_ERROR = {
-    2: (2.29, 2.20, 2.17), 10: (2.22, 1.64, 1.60), 20: (2.21, 1.61, 1.57),
-    50: (60.37, 1.62, 1.48), 100: (90.20, 1.50, 1.26),
-}
-GR_MEAN_K = {2: 5.58, 10: 2.54, 20: 1.73, 50: 1.04, 100: 0.67}
 
 
 def run_folder(out, kind, depth, seed):
@@ -128,9 +123,10 @@ def write_table(args, rows):
     for depth in args.depths:
         ours = [_summary(pick(kind, depth, "test_error")) for kind in (*KINDS, "gated_plain")]
         mean_k = _summary(pick("gresnet", depth, "mean_k"))
-        gr = GR_ERROR.get(depth, ("-",) * 3)
+        gr = [GR_MNIST_ERROR[depth][kind] for kind in KINDS] if depth in GR_MNIST_ERROR \
+            else ("-",) * 3
         lines.append(f"| {depth} | {' | '.join(ours)} | {mean_k} | "
-                     f"{' | '.join(map(str, gr))} | {GR_MEAN_K.get(depth, '-')} |")
+                     f"{' | '.join(map(str, gr))} | {GR_MNIST_MEAN_K.get(depth, '-')} |")
     files.write_text(Path(args.out) / "table.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
 
@@ -141,7 +137,7 @@ def write_plots(args, rows):
     depths = sorted({r["depth"] for r in gated})
     if depths:
         mean_ks = [statistics.fmean(r["mean_k"] for r in gated if r["depth"] == d) for d in depths]
-        reference = {"GR (MNIST)": (sorted(GR_MEAN_K), [GR_MEAN_K[d] for d in sorted(GR_MEAN_K)])}
+        reference = {"GR (MNIST)": (sorted(GR_MNIST_MEAN_K), [GR_MNIST_MEAN_K[d] for d in sorted(GR_MNIST_MEAN_K)])}
         plots.plot_mean_k_vs_depth(depths, mean_ks, out / "mean_k_vs_depth.png",
                                    reference=reference)
     runs = {}

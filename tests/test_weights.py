@@ -497,6 +497,29 @@ def test_every_published_entry_has_a_full_model_card():
         assert terms in entry["dataset_terms"]
 
 
+def test_cards_name_the_papers_result_and_the_code_licence():
+    card = weights.model_card(weights.get_weights("gresnet_mlp100_mnist"))
+    # GR Table 1 (d=100, GResNet) and GR Table 2 (mean k at d=100).
+    assert "GR Table 1 (MNIST, d=100): 1.26% test error, mean k 0.67 (GR Table 2)" in card
+    assert "one scalar gate per block" in card  # the zoo's description of gresnet_mlp
+    assert "licence of the code: Apache-2.0" in card
+    fashion = weights.model_card(weights.get_weights("gresnet_mlp20_fashion_mnist"))
+    assert "GR Table 1 (MNIST, d=20): 1.57% test error" in fashion
+    assert "trained on fashion_mnist" in fashion
+    plain = weights.model_card(weights.get_weights("plain_mlp50_mnist"))
+    assert "GR Table 1 (MNIST, d=50): 60.37% test error" in plain and "mean k" not in plain
+
+
+def test_committed_model_cards_are_the_generated_ones():
+    """zoo/cards/NAME.md (scripts/write_model_cards.py) for every published
+    entry, equal to what `keras-gresnet weights show NAME` prints."""
+    cards = Path(__file__).resolve().parents[1] / "zoo" / "cards"
+    names = {e["name"] for e in weights.list_weights() if e["status"] == weights.PUBLISHED}
+    assert {p.stem for p in cards.glob("*.md")} == names
+    for name in names:
+        assert (cards / f"{name}.md").read_text() == weights.model_card(weights.get_weights(name))
+
+
 def test_card_fields_are_checked(published, registry, capsys):
     entry = _entry("tiny", published.folder / "gresnet_mlp2_tiny.keras")
     registry.write([dict(entry, epochs=0)])

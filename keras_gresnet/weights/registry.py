@@ -13,6 +13,8 @@ import re
 from pathlib import Path
 
 from keras_gresnet import files
+from keras_gresnet._catalog import MODELS
+from keras_gresnet._papers import paper_result
 from keras_gresnet._checks import PREPROCESSINGS
 
 # The registry of published weight files, one entry per file: package data,
@@ -202,6 +204,10 @@ def get_weights(name):
     )
 
 
+# The package's licence (pyproject.toml, LICENSE), on every model card.
+CODE_LICENSE = "Apache-2.0 (keras-gresnet's LICENSE file)"
+
+
 def model_card(entry):
     """The model card of a registry entry, as Markdown: what it is, how it
     was trained, how well it does, the file, and the licences."""
@@ -215,6 +221,8 @@ def model_card(entry):
         "",
         f"- model: `keras_gresnet.zoo.{entry['builder']}({kwargs})`, "
         f"{entry['params']:,} trainable parameters",
+        f"- architecture: {MODELS.get(entry['builder'], 'not recorded')}",
+        f"- in the paper: {paper_result(entry['builder'], entry['builder_kwargs'], entry['dataset']) or 'not reported'}",
         f"- data: {entry['dataset']}, input shape {tuple(entry['input_shape'])}, "
         f"{entry['classes']} classes, preprocessing {entry['preprocessing']['method']!r}",
         f"- status: {entry['status']}",
@@ -224,6 +232,7 @@ def model_card(entry):
         f"- file: {field('file')}, {field('size', lambda v: f'{v:,} bytes')}, "
         f"sha256 {field('sha256')}, Keras {field('keras_version')}, {field('date')}",
         f"- licence of the weights: {field('license')}",
+        f"- licence of the code: {CODE_LICENSE}",
         f"- training data's terms: {field('dataset_terms')}",
     ]
     return "\n".join(lines) + "\n"
