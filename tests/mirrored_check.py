@@ -42,4 +42,8 @@ print(json.dumps(dict(
     replicas_trainable_equal=replicas_trainable_equal,
     mirrored=mirrored.history, single=single.history, synchronized=synchronized.history,
     results=[mirrored.results, single.results],
+    synchronized_results=synchronized.results,
+    # What the published model.keras of each mirrored run scores, reloaded.
+    reloaded=[training.evaluate(f"{out}/{run}")["test_accuracy"]
+              for run in ("mirrored", "synchronized")],
 )))
