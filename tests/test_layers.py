@@ -1,9 +1,10 @@
-"""The gate layers and the residual units (GR section 1, HE Tables 1-2)."""
+"""The gate layers and the residual units (GR's gate, HE Tables 1-2)."""
 
 import keras
 import numpy as np
 import pytest
 
+from helpers import sgd_step_changes
 from keras_gresnet.zoo import transfer_weights
 from keras_gresnet.layers import (
     UNITS,
@@ -33,6 +34,30 @@ def test_residual_gate_follows_gr_formula(form, k):
     np.testing.assert_allclose(out, expected, rtol=1e-6, atol=1e-6)
     assert gate.g == pytest.approx(g)
     assert [w.name for w in gate.weights] == ["k"]
+
+
+@pytest.mark.parametrize("form", ["residual", "plain"])
+def test_the_gate_reads_its_variable_k_not_its_initial_value(form):
+    """GR: k is learned; the merge uses the variable's current value, and the
+    loss's gradient reaches it (d u / d k = F(x) - [plain] x, for k > 0)."""
+    x, fx = _pair()
+    gate = ResidualGate(form, k_initial=1.0)
+    gate([x, fx])
+    for k in (0.3, 2.0, -0.5):
+        gate.k.assign(k)
+        g = max(k, 0.0)
+        expected = g * fx + x if form == "residual" else g * fx + (1 - g) * x
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(gate([x, fx])), expected,
+                                   rtol=1e-6, atol=1e-6)
+    # One SGD step on mse(u, 0) = mean(u^2) at k = 0.5: the step of k is
+    # -mean(2 u du/dk), du/dk = F (residual) or F - x (plain).
+    gate.k.assign(0.5)
+    inputs = [keras.Input((6,)), keras.Input((6,))]
+    model = keras.Model(inputs, gate(inputs))
+    u = 0.5 * fx + x if form == "residual" else 0.5 * fx + 0.5 * x
+    du_dk = fx if form == "residual" else fx - x
+    [step] = sgd_step_changes(model, [x, fx], np.zeros_like(x), loss="mse").values()
+    assert float(step) == pytest.approx(-np.mean(2 * u * du_dk), rel=1e-4)
 
 
 def test_gate_with_nonpositive_k_is_exact_identity():

@@ -1,5 +1,7 @@
-"""The zoo: facts from the papers (PAPERS.md), the Keras Applications
+"""The zoo: facts from the papers (GR, HE and WRN, each cited by table), the Keras Applications
 contract, the registry, and bad input."""
+
+import re
 
 import keras
 import numpy as np
@@ -56,7 +58,7 @@ def test_parameter_counts_match_the_papers(builder, millions):
 
 
 @pytest.mark.parametrize("gated,ungated,kwargs,gates", [
-    (zoo.gresnet_cifar, zoo.resnet_cifar, dict(n=5), 15),   # GR section 1
+    (zoo.gresnet_cifar, zoo.resnet_cifar, dict(n=5), 15),   # GR: 15 gates in the n=5 GResNet
     (zoo.wide_gresnet, zoo.wide_resnet, dict(n=4), 12),
     (zoo.gresnet_mlp, zoo.resnet_mlp, dict(depth=2), 1),
     (zoo.gresnet_mlp, zoo.resnet_mlp, dict(depth=20), 10),
@@ -133,37 +135,119 @@ def test_gated_with_k_one_equals_ungated(gated_builder, ungated_builder, kwargs)
                                rtol=1e-5, atol=1e-5)
 
 
-def _gate_io(model):
+def _producer(tensor):
+    return tensor._keras_history.operation.name
+
+
+def _ungated_terms(plain, gate):
+    """``(x, F)`` of the block ``gate`` gates, read from the ungated twin
+    ``plain`` (independent of the gate's own wiring): a residual block's
+    merge ``{block}_add`` adds the shortcut ``x`` (identity, or the
+    projection ``{block}_0_*``) and the branch ``F``; a plain layer
+    ``{block}_dense`` -> ``{block}_relu`` has ``x`` its input, ``F`` its output."""
+    block = gate.name[:-len("_gate")]
+    names = {layer.name for layer in plain.layers}
+    if f"{block}_add" in names:
+        pair = plain.get_layer(f"{block}_add").input
+        branch = [t for t in pair if _producer(t).startswith(block + "_")
+                  and not _producer(t).startswith(block + "_0_")]
+        assert len(branch) == 1, [_producer(t) for t in pair]
+        return next(t for t in pair if t is not branch[0]), branch[0]
+    return plain.get_layer(f"{block}_dense").input, plain.get_layer(f"{block}_relu").output
+
+
+GATED_TWINS = [
+    (zoo.gresnet_cifar, zoo.resnet_cifar, dict(n=2, **CIFAR_TINY)),  # identity + projection units
+    (zoo.gresnet_mlp, zoo.resnet_mlp, dict(depth=4)),
+    (zoo.gated_plain_mlp, zoo.plain_mlp, dict(depth=3)),
+    (zoo.wide_gresnet, zoo.wide_resnet, dict(n=1, widen_factor=1, **CIFAR_TINY)),
+]
+
+
+@pytest.mark.parametrize("gated_builder,ungated_builder,kwargs", GATED_TWINS)
+def test_each_gate_computes_gr_s_merge_of_the_ungated_branch(gated_builder, ungated_builder,
+                                                             kwargs):
+    """GR's gate: the GResNet block is ``g(k) F(x) + x`` and the gated plain
+    layer ``g(k) f(x) + (1 - g(k)) x``, g = ReLU, with ``F`` and ``x`` taken
+    from the ungated twin (same weights): one gate at a time is set to k, the
+    others to 1 (so its inputs are the twin's)."""
+    gated, plain = _twin(gated_builder, ungated_builder, **kwargs)
+    randomize_bn(plain)
+    zoo.transfer_weights(plain, gated)
+    x_in = random_inputs(plain)
+    gates = gate_layers(gated)
+    residual = gated_builder is not zoo.gated_plain_mlp
+    for gate in gates:
+        shortcut, branch = keras.Model(plain.input, list(_ungated_terms(plain, gate))).predict(
+            x_in, verbose=0)
+        assert np.abs(branch).max() > 1e-3 and np.abs(branch - shortcut).max() > 1e-3
+        probe = keras.Model(gated.input, gate.output)
+        for k in (0.6, 1.7, -0.3):
+            for other in gates:
+                other.k.assign(k if other is gate else 1.0)
+            g = max(k, 0.0)
+            expected = g * branch + shortcut if residual else g * branch + (1 - g) * shortcut
+            np.testing.assert_allclose(probe.predict(x_in, verbose=0), expected,
+                                       rtol=1e-5, atol=1e-5, err_msg=f"{gate.name}, k={k}")
+
+
+@pytest.mark.parametrize("gated_builder,ungated_builder,kwargs", GATED_TWINS)
+def test_gates_at_or_below_zero_make_exact_identities(gated_builder, ungated_builder, kwargs):
+    """GR: k <= 0 turns a block into its shortcut exactly (the shortcut read
+    from the ungated twin); projection units reduce to h(x)."""
+    model, plain = _twin(gated_builder, ungated_builder, **kwargs)
+    randomize_bn(plain)
+    zoo.transfer_weights(plain, model)
     gates = gate_layers(model)
-    probe = keras.Model(model.input, [[g.input[0], g.output] for g in gates])
-    return gates, probe
-
-
-@pytest.mark.parametrize("builder,kwargs", [
-    (zoo.gresnet_cifar, dict(n=2, **CIFAR_TINY)),
-    (zoo.gresnet_mlp, dict(depth=6)),
-    (zoo.gated_plain_mlp, dict(depth=4)),
-    (zoo.wide_gresnet, dict(n=2, widen_factor=1, **CIFAR_TINY)),
-])
-def test_gates_at_or_below_zero_make_exact_identities(builder, kwargs):
-    model = builder(**kwargs)
-    randomize_bn(model)
-    gates, probe = _gate_io(model)
     for i, gate in enumerate(gates):
         gate.k.assign(-0.5 if i % 2 else 0.0)
-    outputs = probe.predict(random_inputs(model), verbose=0)
-    identity_blocks = 0
-    for gate, (shortcut, out) in zip(gates, outputs):
-        # Projection units (shape change) reduce to their shortcut h(x).
-        np.testing.assert_array_equal(out, shortcut)
-        if not any(layer.name == gate.name.replace("gate", "0_conv") for layer in model.layers):
-            identity_blocks += 1
-    assert identity_blocks >= len(gates) - 2
-    if builder is zoo.gresnet_mlp:  # the whole middle of the net vanishes
+    x_in = random_inputs(model)
+    names = {layer.name for layer in model.layers}
+    for gate in gates:
+        # The layer whose output is the twin's shortcut, named in the gated
+        # net: a merge ``{block}_add`` (or a plain layer's ``{block}_relu``)
+        # of the twin is ``{block}_gate`` here; anything else keeps its name.
+        source = _producer(_ungated_terms(plain, gate)[0])
+        block = source.rsplit("_", 1)[0]
+        if source.endswith(("_add", "_relu")) and f"{block}_gate" in names:
+            source = f"{block}_gate"
+        shortcut = model.get_layer(source).output
+        out, expected = keras.Model(model.input, [gate.output, shortcut]).predict(
+            x_in, verbose=0)
+        np.testing.assert_array_equal(out, expected, err_msg=gate.name)
+    if gated_builder is zoo.gresnet_mlp:  # the whole middle of the net vanishes
         probe = keras.Model(model.input, [model.get_layer("stem_relu").output,
                                           gates[-1].output])
         stem, last = probe.predict(random_inputs(model), verbose=0)
         np.testing.assert_array_equal(stem, last)
+
+
+@pytest.mark.parametrize("builder", [zoo.wide_resnet, zoo.wide_gresnet])
+def test_wrn_units_drop_out_between_their_convs(builder):
+    """WRN: dropout (0.3, the builders' default) between the two 3x3 convs
+    of every unit, after the second BN-ReLU: ``relu -> dropout -> conv``;
+    training-mode outputs vary from call to call, inference ones do not."""
+    model = builder(n=2, widen_factor=1, **CIFAR_TINY)
+    dropouts = [layer for layer in model.layers if isinstance(layer, keras.layers.Dropout)]
+    units = {re.match(r"conv\d_block\d+", layer.name)[0] for layer in model.layers
+             if re.match(r"conv\d_block\d+", layer.name)}
+    assert len(dropouts) == len(units) == 6
+    consumers = {}
+    for layer in model.layers:
+        for node in layer._inbound_nodes:
+            for tensor in node.input_tensors:
+                consumers.setdefault(_producer(tensor), []).append(layer)
+    for dropout in dropouts:
+        assert dropout.rate == 0.3
+        assert _producer(dropout.input) == dropout.name.replace("dropout", "relu")
+        [after] = consumers[dropout.name]
+        assert isinstance(after, keras.layers.Conv2D) and after.kernel_size == (3, 3)
+    x = random_inputs(model, batch=4)
+    a, b = (keras.ops.convert_to_numpy(model(x, training=True)) for _ in range(2))
+    assert np.abs(a - b).max() > 1e-4  # the masks differ (BN's batch statistics do not)
+    np.testing.assert_array_equal(model.predict(x, verbose=0), model.predict(x, verbose=0))
+    assert not any(isinstance(layer, keras.layers.Dropout)
+                   for layer in builder(n=1, widen_factor=1, dropout=0.0, **CIFAR_TINY).layers)
 
 
 @pytest.mark.parametrize("builder,kwargs", [
