@@ -9,7 +9,7 @@ import importlib
 __version__ = "0.1.0"
 
 _SUBMODULES = (
-    "analysis", "cli", "convert", "data", "files", "finetune", "layers", "optimizers",
+    "analysis", "cli", "convert", "data", "export", "files", "finetune", "layers", "optimizers",
     "plots", "training", "weights", "zoo",
 )
 # Modules that moved into a package keep their old attribute names:

@@ -3,7 +3,8 @@
     keras-gresnet list ['*gresnet*'] [--build]
     keras-gresnet train MODEL [--depth 20 ...builder arguments] [--dataset ...]
                         [--recipe ...] [--epochs ... any recipe field] [--seed ...]
-                        [--out ...] [--strategy ...]
+                        [--out ...] [--strategy ...] [--tensorboard]
+                        [--mixed-precision mixed_float16|mixed_bfloat16]
                         [--workers host:port,... --worker-index i]
     keras-gresnet evaluate RUN_FOLDER_OR_MODEL_FILE
     keras-gresnet weights list ['*mlp*'] | download NAME | verify [NAME]
@@ -170,7 +171,8 @@ def split_options(options, builder=None):
 def train_command(config):
     """The ``keras-gresnet train`` command line that reproduces a run's
     config: model, its arguments, dataset, recipe (when not the model's
-    default) and the recipe fields it changed, epochs and seed."""
+    default) and the recipe fields it changed, the mixed precision (when
+    not float32), epochs and seed."""
     from keras_gresnet import training
 
     recipe = config["recipe"]
@@ -185,6 +187,8 @@ def train_command(config):
         if key not in ("name", "citation", "epochs") and value != default.get(key) and \
                 isinstance(value, (str, int, float)):
             words += [f"--{key.replace('_', '-')}", str(value)]
+    if config.get("dtype_policy", "float32") != "float32":
+        words += ["--mixed-precision", config["dtype_policy"]]
     return " ".join(words + ["--epochs", str(recipe["epochs"]), "--seed", str(config["seed"])])
 
 
@@ -192,6 +196,11 @@ def cmd_train(args, extra):
     from keras_gresnet import training, zoo
 
     overrides, builder_kwargs = split_options(parse_extra(extra), zoo.model_builder(args.model))
+    policy = args.mixed_precision or "float32"
+    if policy not in training.DTYPE_POLICIES:
+        raise ValueError(f"--mixed-precision {policy}: not a dtype policy of a run; accepted: "
+                         f"mixed_float16, mixed_bfloat16 (float32, the default, is full "
+                         f"precision)")
     run = training.train(
         args.model,
         out=args.out,
@@ -208,6 +217,8 @@ def cmd_train(args, extra):
         sync_batchnorm=args.sync_batchnorm,
         workers=args.workers,
         worker_index=args.worker_index,
+        tensorboard=args.tensorboard,
+        dtype_policy=policy,
         verbose="auto" if sys.stdout.isatty() else 2,
         **overrides,
     )
@@ -220,6 +231,8 @@ def cmd_train(args, extra):
         ks = list(r["gates"].values())
         print(f"gates: {len(ks)}, mean g(k) {sum(ks) / len(ks):.3f}, "
               f"min {min(ks):.3f}, max {max(ks):.3f}")
+    if args.tensorboard and run.out:
+        print(f"TensorBoard logs: tensorboard --logdir {run.out / training.TENSORBOARD}")
 
 
 def cmd_evaluate(args, extra):
@@ -294,6 +307,19 @@ def cmd_prune(args, extra):
     with files.atomic_path(out) as tmp:
         pruned.save(tmp)
     print(f"saved {out}")
+
+
+def cmd_export(args, extra):
+    """Export a model (a published weights name, a .keras file, a preset or a
+    run folder) for inference: a SavedModel folder, an ONNX or a LiteRT file."""
+    from keras_gresnet import export
+
+    if extra:
+        raise ValueError(f"unexpected arguments {extra}")
+    export.check_format(args.format, argument="--format")
+    export.check_out(args.out, args.format, argument="--out")
+    out = export.export(args.model, args.out, format=args.format)
+    print(f"exported {args.model} as {args.format}: {out}")
 
 
 def _size(size):
@@ -399,6 +425,12 @@ def build_parser():
     p.add_argument("--data-dir", help="folder with the dataset's files (offline)")
     p.add_argument("--max-train-examples", type=int)
     p.add_argument("--max-test-examples", type=int)
+    p.add_argument("--tensorboard", action="store_true",
+                   help="also write TensorBoard logs (loss, accuracy, test metrics, g(k) of "
+                   "every gate) into RUN/tensorboard (needs tensorflow and tensorboard)")
+    p.add_argument("--mixed-precision", metavar="POLICY",
+                   help="Keras' mixed precision: mixed_float16 (loss-scaled) or "
+                   "mixed_bfloat16; the classifier stays float32 (default: float32)")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("evaluate", help="test error of a run folder or a .keras file")
@@ -422,6 +454,14 @@ def build_parser():
     p.add_argument("--dataset", help="evaluate before/after on this test set (bare .keras)")
     p.add_argument("--data-dir")
     p.set_defaults(func=cmd_prune)
+
+    p = sub.add_parser("export", help="export for inference: SavedModel, ONNX or LiteRT")
+    p.add_argument("model", help="a published weights name, a .keras file, a preset folder "
+                   "or a run folder")
+    p.add_argument("--format", default="tf_saved_model",
+                   help="tf_saved_model (a folder), onnx (.onnx) or litert (.tflite)")
+    p.add_argument("--out", required=True, help="the artefact; must not exist")
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("weights", help="published weights: list, download, verify the cache")
     actions = p.add_subparsers(dest="action", required=True)
@@ -475,7 +515,7 @@ def _import_tensorflow_quietly():
 
 
 # Commands that need Keras (and so its backend); the others only read JSON.
-_NEEDS_KERAS = ("train", "evaluate", "gates", "prune")
+_NEEDS_KERAS = ("train", "evaluate", "gates", "prune", "export")
 # Errors of the environment, not of the program: one line, exit 2.
 _ENVIRONMENT_ERRNOS = frozenset(
     getattr(errno, name) for name in

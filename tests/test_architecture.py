@@ -25,7 +25,7 @@ ORDER = [
     ("plots",),
     ("training",),
     ("analysis",),
-    ("finetune", "convert"),
+    ("finetune", "convert", "export"),
     ("cli",),
 ]
 RANK = {part: rank for rank, parts in enumerate(ORDER) for part in parts}

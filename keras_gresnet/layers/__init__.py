@@ -1,5 +1,6 @@
-"""Gate layers, residual units (GR and HE) and graph helpers, built on
-``keras.ops`` only: the bottom of the package, importing nothing above it."""
+"""Gate layers, residual units (GR and HE), the pixel preprocessing layer
+and graph helpers, built on ``keras.ops`` only: the bottom of the package,
+importing nothing above it."""
 
 from keras_gresnet.layers.graph import all_layers, gate_layers
 from keras_gresnet.layers.merges import (
@@ -9,6 +10,7 @@ from keras_gresnet.layers.merges import (
     ScaledAdd,
     ShortcutGate,
 )
+from keras_gresnet.layers.preprocessing import PixelNormalization, pixel_statistics
 from keras_gresnet.layers.units import (
     BLOCKS,
     NAMINGS,
@@ -32,6 +34,7 @@ __all__ = [
     "SHORTCUT_GATE_FORMS",
     "SUBSAMPLES",
     "UNITS",
+    "PixelNormalization",
     "ResidualGate",
     "ScaledAdd",
     "ShortcutGate",
@@ -41,5 +44,6 @@ __all__ = [
     "dense_layer",
     "dense_unit",
     "gate_layers",
+    "pixel_statistics",
     "residual_unit",
 ]

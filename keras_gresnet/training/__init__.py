@@ -14,13 +14,14 @@ Modules: :mod:`~keras_gresnet.training.recipes` (the papers' recipes),
 :mod:`~keras_gresnet.training.runs` (the run folder),
 :mod:`~keras_gresnet.training.fitting` (``model.fit`` in one process),
 :mod:`~keras_gresnet.training.multiworker` (the multi-worker loop),
+:mod:`~keras_gresnet.training.tensorboard` (a run's TensorBoard logs),
 :mod:`~keras_gresnet.training.evaluation` (testing a run),
 :mod:`~keras_gresnet.training.runner` (:func:`train`).
 """
 
 from keras_gresnet.training.config import (
-    DEFAULT_DATASETS, DEFAULT_RECIPES, build_model, default_dataset, default_recipe,
-    inference_copy, resolve_config,
+    DEFAULT_DATASETS, DEFAULT_RECIPES, DTYPE_POLICIES, build_model, default_dataset,
+    default_recipe, dtype_policy_scope, inference_copy, resolve_config,
 )
 from keras_gresnet.training.evaluation import evaluate, test_data
 from keras_gresnet.training.recipes import RECIPES, Recipe, get_recipe
@@ -33,12 +34,15 @@ from keras_gresnet.training.strategies import (
     STRATEGIES, Cluster, WorkerLost, local_workers, make_strategy, parse_workers,
     resolve_cluster,
 )
+from keras_gresnet.training.tensorboard import TENSORBOARD, RunTensorBoard, check_tensorboard
 
 __all__ = [
-    "BACKUP", "Cluster", "DEFAULT_DATASETS", "DEFAULT_RECIPES", "EpochBackup", "RECIPES",
-    "RUN_FILES", "Recipe", "Run", "RunLogger", "STRATEGIES", "TrainingDiverged", "WorkerLost",
-    "build_model", "default_dataset", "default_recipe", "evaluate", "gate_rows",
-    "get_recipe", "inference_copy", "load_run", "local_workers", "make_strategy",
-    "parse_workers", "read_gates", "read_history", "read_results", "resolve_cluster",
-    "resolve_config", "run_folder", "test_data", "train", "write_results",
+    "BACKUP", "Cluster", "DEFAULT_DATASETS", "DEFAULT_RECIPES", "DTYPE_POLICIES",
+    "EpochBackup", "RECIPES", "RUN_FILES", "Recipe", "Run", "RunLogger", "RunTensorBoard",
+    "STRATEGIES", "TENSORBOARD", "TrainingDiverged", "WorkerLost", "build_model",
+    "check_tensorboard", "default_dataset", "default_recipe", "dtype_policy_scope",
+    "evaluate", "gate_rows", "get_recipe", "inference_copy", "load_run", "local_workers",
+    "make_strategy", "parse_workers", "read_gates", "read_history", "read_results",
+    "resolve_cluster", "resolve_config", "run_folder", "test_data", "train",
+    "write_results",
 ]

@@ -4,9 +4,11 @@ JSON-ready dict, and the model it describes.
 A model family's paper decides its default recipe and dataset
 (:func:`default_recipe`, :func:`default_dataset`); :func:`resolve_config`
 fills in the rest; :func:`build_model` builds the config's model for
-training, :func:`inference_copy` the copy a run saves.
+training (under the config's dtype policy, :func:`dtype_policy_scope`),
+:func:`inference_copy` the copy a run saves.
 """
 
+import contextlib
 import fnmatch
 import inspect
 import sys
@@ -21,6 +23,9 @@ from keras_gresnet.training.strategies import resolve_strategy, sync_batchnorm
 # The paper each model family comes from decides its default recipe and data.
 DEFAULT_RECIPES = (("*_mlp", "gr_mnist"), ("wide_*", "wrn_cifar"), ("*", "preact_cifar"))
 DEFAULT_DATASETS = (("*_mlp", "mnist"), ("*", "cifar10"))
+# Keras' dtype policies a run trains under: the papers' float32, or Keras'
+# mixed precision (float16 or bfloat16 compute, float32 variables).
+DTYPE_POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
 
 
 def _first_match(name, table):
@@ -64,6 +69,12 @@ def _check_model_kwargs(model_kwargs, builder, recipe):
         raise ValueError(
             f"model_kwargs may not set {reserved}: they come from the dataset"
         )
+    if model_kwargs.get("include_preprocessing"):
+        # The pipeline normalises already; a layer in the net would do it twice.
+        raise ValueError(
+            "model_kwargs may not set include_preprocessing: the training pipeline "
+            "normalises the pixels (the recipe's preprocessing); add the layer to the "
+            "trained model with the builder's include_preprocessing= and weights=")
     if "bn_momentum" in model_kwargs:
         # The recipe sets every BatchNorm's momentum after the build
         # (Recipe.apply_to): a builder's own would be silently replaced.
@@ -89,6 +100,7 @@ def resolve_config(
     max_train_examples=None,
     max_test_examples=None,
     sync_batchnorm=None,
+    dtype_policy="float32",
     cluster=None,
     **overrides,
 ):
@@ -103,7 +115,9 @@ def resolve_config(
     (:func:`keras_gresnet.training.strategies.sync_batchnorm`); ``None``
     (default): the strategy's own way, each replica's on TensorFlow, the
     global batch's on JAX's ``data_parallel`` (one SPMD program), which
-    cannot use each replica's.
+    cannot use each replica's. ``dtype_policy``: Keras' dtype policy of the
+    model, one of :data:`DTYPE_POLICIES` (``"mixed_float16"`` compiles with
+    Keras' loss scaling; the classifier stays float32).
     """
     builder = zoo.model_builder(model)
     dataset = dataset or default_dataset(model)
@@ -112,6 +126,7 @@ def resolve_config(
     check_int(seed, "seed", 0, 2**31 - 1)
     strategy = _check_strategy(strategy, cluster)
     check_rate(validation_split, "validation_split")
+    check_choice(dtype_policy, "dtype_policy", DTYPE_POLICIES)
     sync_batchnorm = _check_sync_batchnorm(sync_batchnorm, strategy)
     for value, argument in ((max_train_examples, "max_train_examples"),
                             (max_test_examples, "max_test_examples")):
@@ -130,6 +145,7 @@ def resolve_config(
         strategy=strategy,
         num_workers=cluster.num_workers if cluster is not None else 1,
         sync_batchnorm=sync_batchnorm,
+        dtype_policy=dtype_policy,
         command=list(sys.argv),
         versions=_versions(),
     )
@@ -170,11 +186,28 @@ def _versions():
     return versions
 
 
+@contextlib.contextmanager
+def dtype_policy_scope(name):
+    """Keras' global dtype policy set to ``name`` for the duration; the
+    caller's policy comes back afterwards, also when the body raises."""
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(name)
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)
+
+
 def build_model(config, input_shape, num_classes):
-    """The config's zoo model with the recipe's decay and BN momentum."""
-    model = zoo.get_model(
-        config["model"], input_shape=input_shape, classes=num_classes, **config["model_kwargs"]
-    )
+    """The config's zoo model, built under its ``dtype_policy`` (default
+    float32), with the recipe's decay and BN momentum."""
+    # Layers take the global policy when they are made; the builders keep the
+    # classifier in float32 under a mixed one (zoo.applications.head_dtype).
+    with dtype_policy_scope(config.get("dtype_policy", "float32")):
+        model = zoo.get_model(
+            config["model"], input_shape=input_shape, classes=num_classes,
+            **config["model_kwargs"]
+        )
     recipes.Recipe.from_config(config["recipe"]).apply_to(model)
     # Keras' synchronized BatchNorm is TensorFlow's; JAX's data_parallel
     # computes global statistics by itself.

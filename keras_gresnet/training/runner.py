@@ -5,7 +5,8 @@ cluster of a multi-worker run), build the seeded data pipeline, build and
 compile the model under the strategy, restore an unfinished run's backup,
 prepare the folder, train (``model.fit``, or the multi-worker loop), and
 write the results. Running the same command again on an unfinished run
-folder resumes after the last finished epoch.
+folder resumes after the last finished epoch. The whole run happens under
+the config's dtype policy; the caller's comes back afterwards.
 """
 
 import dataclasses
@@ -17,10 +18,13 @@ import keras
 from keras_gresnet import data, zoo
 from keras_gresnet.layers import gate_layers
 from keras_gresnet.training import runs
-from keras_gresnet.training.config import build_model, inference_copy, resolve_config
+from keras_gresnet.training.config import (
+    build_model, dtype_policy_scope, inference_copy, resolve_config,
+)
 from keras_gresnet.training.fitting import FitLoop, compile_options
 from keras_gresnet.training.recipes import Recipe
 from keras_gresnet.training.strategies import resolve_cluster
+from keras_gresnet.training.tensorboard import TENSORBOARD, RunTensorBoard, check_tensorboard
 
 
 class TrainingDiverged(RuntimeError):
@@ -40,7 +44,7 @@ class Run:
 
 
 def train(model, *, out=None, overwrite=False, verbose="auto", workers=None,
-          worker_index=None, **kwargs):
+          worker_index=None, tensorboard=False, **kwargs):
     """Train the zoo model ``model`` with its paper's recipe; returns a :class:`Run`.
 
     Args:
@@ -54,6 +58,10 @@ def train(model, *, out=None, overwrite=False, verbose="auto", workers=None,
             ``host:port``, the same list on every worker, and this worker's
             index in it. They write ``TF_CONFIG``; a ``TF_CONFIG`` already set
             does the same.
+        tensorboard: also write TensorBoard logs into ``out/tensorboard``
+            (:mod:`keras_gresnet.training.tensorboard`; needs TensorFlow and
+            the ``tensorboard`` package, on any backend). Not part of the
+            config: a resumed run may turn it on or off.
         **kwargs: the run's config, as
             :func:`~keras_gresnet.training.resolve_config` takes it:
             ``dataset`` (default: the paper's), ``recipe`` (default: the
@@ -68,7 +76,9 @@ def train(model, *, out=None, overwrite=False, verbose="auto", workers=None,
             after every epoch as ``test_*``), ``data_dir``,
             ``max_train_examples`` / ``max_test_examples`` (seeded subsets,
             for quick runs), ``sync_batchnorm`` (BatchNorm statistics over the
-            global batch), and any recipe field (``epochs``, ``batch_size``,
+            global batch), ``dtype_policy`` (``"float32"``, the default, or
+            Keras' ``"mixed_float16"`` / ``"mixed_bfloat16"``; a resumed run
+            keeps its own), and any recipe field (``epochs``, ``batch_size``,
             ``learning_rate``, ``weight_decay``, ``k_decay``...).
 
     Raises:
@@ -77,8 +87,18 @@ def train(model, *, out=None, overwrite=False, verbose="auto", workers=None,
         keras_gresnet.training.multiworker.WorkerLost: a multi-worker run lost
             a worker; start every worker again with the same command to resume.
     """
+    if not isinstance(tensorboard, bool):
+        raise ValueError(f"tensorboard must be True or False, got {tensorboard!r}")
+    if tensorboard:
+        check_tensorboard()
     cluster = resolve_cluster(workers, worker_index)
     config = resolve_config(model, cluster=cluster, **kwargs)
+    with dtype_policy_scope(config["dtype_policy"]):
+        return _train(config, cluster, out, overwrite, verbose, tensorboard)
+
+
+def _train(config, cluster, out, overwrite, verbose, tensorboard):
+    """:func:`train` once the config is resolved (under its dtype policy)."""
     recipe = Recipe.from_config(config["recipe"])
     out = runs.run_folder(config, out)
     loop, resumed = _start(config, cluster, out, overwrite)
@@ -99,8 +119,13 @@ def train(model, *, out=None, overwrite=False, verbose="auto", workers=None,
         runs.prepare_folder(out, config, overwrite=overwrite, resumed=resumed)
     # The history is written before the backup: a kill between the two
     # retrains that epoch and replaces its row, never loses it.
+    callbacks = [logger, backup] if loop.chief else [logger]
+    if tensorboard and loop.chief:
+        # After the backup: an epoch reaches TensorBoard once it is saved, so
+        # the epoch a killed run trains again is never logged twice.
+        callbacks.append(RunTensorBoard(out / TENSORBOARD, logger))
     seconds = _fit(loop, train_data, epochs, initial_epoch, pipe, config, verbose,
-                   callbacks=[logger, backup] if loop.chief else [logger])
+                   callbacks=callbacks)
     _check_finite(logger, config, out)
     results = _results(loop.evaluate(pipe.test), net, logger.history, initial_epoch, seconds)
     if loop.chief:

@@ -11,6 +11,9 @@ model.keras    the final model, without optimizer state
 history.png    training / test curves; gates.png: ``k`` per block over epochs
 results.json   final test metrics; written last, so it marks a finished run
 backup/        ``epoch-NNNNN.weights.h5`` checkpoints while a run is unfinished
+tensorboard/   TensorBoard event files, with ``tensorboard=True``
+               (:mod:`keras_gresnet.training.tensorboard`; appended to by
+               ``tf.summary``, the one exception to the atomic writes)
 ============== ===========================================================
 
 Every file is written atomically (temporary file + ``os.replace``).
@@ -36,6 +39,8 @@ from keras_gresnet.files import (
     atomic_path, remove_stale_temporaries, temporary_target, write_csv, write_json,
 )
 from keras_gresnet.layers import gate_layers
+from keras_gresnet.training.tensorboard import RUNS as TENSORBOARD_RUNS
+from keras_gresnet.training.tensorboard import TENSORBOARD
 
 CONFIG, HISTORY, GATES, MODEL, RESULTS = (
     "config.json", "history.csv", "gates.csv", "model.keras", "results.json")
@@ -48,8 +53,12 @@ GATES_COLUMNS = ("epoch", "index", "block", "k", "g")
 _CONFIG_SCHEMA = ("model", "model_kwargs", "dataset", "recipe", "seed", "strategy")
 # Keys of config.json that may differ when a run is resumed.
 _VOLATILE = ("command", "versions")
+# Keys added to the config since the first runs: a config.json without one
+# was trained with its value here.
+_ADDED = {"dtype_policy": "float32"}
 _CHECKPOINT = re.compile(r"^epoch-\d{5,}\.weights\.h5$")
 _PRUNED = re.compile(r"^pruned-\d+\.keras$")  # what `keras-gresnet prune RUN` writes
+_EVENTS = re.compile(r"^events\.out\.tfevents\.\d+\..+$")  # tf.summary's file names
 
 
 def run_folder(config, out=None):
@@ -328,8 +337,16 @@ def _is_run_name(name):
 def _is_run_file(path):
     """Whether ``path`` (in a run folder) is one this package writes."""
     if path.is_dir():
+        if path.name == TENSORBOARD:
+            return all(_is_event_folder(p) for p in path.iterdir())
         return path.name == BACKUP and all(_is_run_file(p) for p in path.iterdir())
     return _is_run_name(path.name)
+
+
+def _is_event_folder(path):
+    """Whether ``path`` (in ``tensorboard/``) is a folder of a run's event files."""
+    return path.is_dir() and path.name in TENSORBOARD_RUNS and all(
+        p.is_file() and _EVENTS.match(p.name) for p in path.iterdir())
 
 
 def check_folder(out, config, overwrite):
@@ -370,7 +387,8 @@ def check_folder(out, config, overwrite):
             f"overwrite=True / --overwrite to train it again, or another out"
         )
     new = json.loads(json.dumps(config))
-    differ = sorted(k for k in new if k not in _VOLATILE and old.get(k) != new[k])
+    differ = sorted(k for k in new
+                    if k not in _VOLATILE and old.get(k, _ADDED.get(k)) != new[k])
     if differ:
         raise ValueError(
             f"out={str(out)!r} holds an unfinished run with another config "
@@ -387,6 +405,24 @@ def _remove_run_files(out):
         if path.is_file() and _is_run_file(path):
             path.unlink(missing_ok=True)
     _remove_backup(out)
+    _remove_tensorboard(out)
+
+
+def _remove_tensorboard(out):
+    """Delete the run's event files in ``out/tensorboard`` (the logs of the
+    run that is overwritten), and the folders once empty."""
+    folder = out / TENSORBOARD
+    if not folder.is_dir():
+        return
+    for run in folder.iterdir():
+        if _is_event_folder(run):
+            for path in run.iterdir():
+                path.unlink(missing_ok=True)
+            run.rmdir()
+    try:
+        folder.rmdir()
+    except OSError:
+        pass  # something of the user's is in it: it stays
 
 
 def _remove_backup(out):

@@ -9,10 +9,11 @@ from pathlib import Path
 from keras_gresnet.weights.registry import (
     PUBLISHED, SUFFIXES, get_weights, published, read_registry,
 )
-# Builder arguments that do not decide the architecture a weight file fits.
+# Builder arguments that do not decide the architecture a weight file fits
+# (the preprocessing layer has no weights).
 _NOT_ARCHITECTURE = frozenset({
     "include_top", "weights", "input_tensor", "input_shape", "pooling", "classes",
-    "classifier_activation", "name", "builder",
+    "classifier_activation", "include_preprocessing", "name", "builder",
 })
 # Arguments that only act in training: k is loaded, BN momentum and dropout
 # change nothing at inference.

@@ -11,17 +11,22 @@ plus its architecture arguments, and is reachable by name::
 
 Modules: :mod:`~keras_gresnet.zoo.registry` (names -> builders, depends on
 nothing), :mod:`~keras_gresnet.zoo.applications` (the Keras Applications
-arguments, input, head, weights), :mod:`~keras_gresnet.zoo.mlps` (GR's MNIST
-nets), :mod:`~keras_gresnet.zoo.resnets` (HE's, GR's and WRN's conv nets),
+arguments, input and its preprocessing, head, weights),
+:mod:`~keras_gresnet.zoo.mlps` (GR's MNIST nets),
+:mod:`~keras_gresnet.zoo.resnets` (HE's, GR's and WRN's conv nets),
 :mod:`~keras_gresnet.zoo.presets` (preset folders, loading by name or path),
-:mod:`~keras_gresnet.zoo.summary` (the papers' figures of a model).
+:mod:`~keras_gresnet.zoo.hub` (``hf://`` presets on the Hugging Face Hub),
+:mod:`~keras_gresnet.zoo.summary` (the papers' figures of a model),
+:mod:`~keras_gresnet.zoo.features` (a conv net's feature maps, ``P0``...``P5``).
 """
 
 from keras_gresnet.weights import list_weights
 from keras_gresnet.weights.loading import transfer_weights
+from keras_gresnet.zoo.features import feature_extractor, stage_layers
 from keras_gresnet.zoo.mlps import gated_plain_mlp, gresnet_mlp, mlp, plain_mlp, resnet_mlp
 from keras_gresnet.zoo.presets import (
-    from_preset, load_into, save_preset, source_model, weight_entries,
+    from_preset, load_into, save_preset, source_model, upload_preset, weight_entries,
+    weights_preset,
 )
 from keras_gresnet.zoo.registry import get_model, list_models, model_builder, register_model
 from keras_gresnet.zoo.resnets import (
@@ -33,6 +38,7 @@ from keras_gresnet.zoo.resnets import (
 from keras_gresnet.zoo.summary import summarize
 
 __all__ = [
+    "feature_extractor",
     "from_preset",
     "get_model",
     "list_models",
@@ -44,8 +50,11 @@ __all__ = [
     "resnet",
     "save_preset",
     "source_model",
+    "stage_layers",
     "summarize",
     "transfer_weights",
+    "upload_preset",
     "weight_entries",
+    "weights_preset",
     *list_models(),
 ]

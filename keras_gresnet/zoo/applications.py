@@ -1,10 +1,12 @@
 """What every zoo builder shares: the Keras Applications arguments, their
-checks (made before any layer is built), the input, the classifier head, and
-the weights: checked first, loaded last."""
+checks (made before any layer is built), the input and its preprocessing,
+the classifier head, and the weights: checked first, loaded last."""
 
 import keras
 
 from keras_gresnet._checks import check_int
+from keras_gresnet.layers import PixelNormalization, pixel_statistics
+from keras_gresnet.layers.preprocessing import STATISTICS_FORM
 from keras_gresnet.weights import fitting
 from keras_gresnet.zoo import presets
 
@@ -129,16 +131,62 @@ def check_common(
     return input_shape
 
 
-def model_input(input_tensor, input_shape):
-    """``(model_input, first_tensor)`` as Keras Applications build them."""
+def check_preprocessing(builder, include_preprocessing, weights, input_shape):
+    """The ``include_preprocessing`` of a builder as ``{"method", "mean",
+    "std"}`` for a :class:`~keras_gresnet.layers.PixelNormalization`, or
+    ``None`` (``False``): checked before anything is built.
+
+    ``True`` takes the statistics of the ``weights`` registry entry (its
+    ``"preprocessing"`` field) and is refused without one; a dict gives them
+    (``dict(method="scale")`` needs no ``mean`` or ``std``). One value per
+    channel of ``input_shape`` (its last size); a vector model takes one
+    value, broadcast over its features, too."""
+    if include_preprocessing is False:
+        return None
+    if include_preprocessing is True:
+        entry = weights if isinstance(weights, dict) else None
+        if entry is None:
+            raise ValueError(
+                f"{builder}: include_preprocessing=True takes the statistics of the "
+                f"published weights= entry, and weights={weights!r} has none; pass "
+                f"include_preprocessing={STATISTICS_FORM} (the training pipeline's "
+                f"Preprocessing.get_config(); dict(method='scale') for pixels / 255)")
+        statistics = entry["preprocessing"]
+    elif isinstance(include_preprocessing, dict):
+        statistics = include_preprocessing
+    else:
+        raise ValueError(
+            f"include_preprocessing must be False, True (the weights' statistics) or "
+            f"{STATISTICS_FORM}, got {include_preprocessing!r}")
+    unknown = sorted(set(statistics) - {"method", "mean", "std"})
+    if unknown or "method" not in statistics:
+        raise ValueError(
+            f"include_preprocessing must be {STATISTICS_FORM}, got {statistics!r}")
+    channels = input_shape[-1]
+    method, mean, std = pixel_statistics(statistics["method"], statistics.get("mean"),
+                                         statistics.get("std"), channels)
+    allowed = (channels, 1) if len(input_shape) == 1 else (channels,)
+    if len(mean) not in allowed:
+        raise ValueError(
+            f"include_preprocessing of {builder} needs one mean and std per input channel "
+            f"({channels}), got {len(mean)}")
+    return {"method": method, "mean": list(mean), "std": list(std)}
+
+
+def model_input(input_tensor, input_shape, preprocessing=None):
+    """``(model_input, first_tensor)`` as Keras Applications build them; with
+    ``preprocessing`` (:func:`check_preprocessing`), the first tensor is the
+    output of a ``PixelNormalization`` named ``"preprocessing"``."""
     if input_tensor is None:
-        x = keras.layers.Input(shape=input_shape, name="input")
-        return x, x
-    if not keras.backend.is_keras_tensor(input_tensor):
-        x = keras.layers.Input(tensor=input_tensor, shape=input_shape, name="input")
-        return x, x
-    sources = keras.utils.get_source_inputs(input_tensor)
-    return (sources[0] if len(sources) == 1 else sources), input_tensor
+        inputs = x = keras.layers.Input(shape=input_shape, name="input")
+    elif not keras.backend.is_keras_tensor(input_tensor):
+        inputs = x = keras.layers.Input(tensor=input_tensor, shape=input_shape, name="input")
+    else:
+        sources = keras.utils.get_source_inputs(input_tensor)
+        inputs, x = (sources[0] if len(sources) == 1 else sources), input_tensor
+    if preprocessing is not None:
+        x = PixelNormalization(**preprocessing, name="preprocessing")(x)
+    return inputs, x
 
 
 def head_dtype():

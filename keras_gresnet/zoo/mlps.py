@@ -10,7 +10,8 @@ import keras
 from keras_gresnet._checks import check_choice, check_int
 from keras_gresnet.layers import dense_layer, dense_unit
 from keras_gresnet.zoo.applications import (
-    builder_arguments, check_common, check_size, head, load_weights, model_input,
+    builder_arguments, check_common, check_preprocessing, check_size, head, load_weights,
+    model_input,
 )
 from keras_gresnet.zoo.registry import register_model
 
@@ -39,6 +40,7 @@ def mlp(
     pooling=None,
     classes=10,
     classifier_activation="softmax",
+    include_preprocessing=False,
     name="mlp",
 ):
     """GR's MNIST net of any kind: the generic builder behind
@@ -65,6 +67,11 @@ def mlp(
         :mod:`keras_gresnet.weights`). ``input_shape`` defaults to the
         weights' or ``(784,)``; any rank is flattened. ``pooling`` has no effect
         (the features are already a vector).
+        include_preprocessing: put the training pipeline's pixel
+            normalisation in front of the net, so that it takes raw pixels
+            (0..255): ``False`` (the default), ``True`` (the statistics of
+            the published ``weights``) or ``dict(method=, mean=, std=)``
+            (:class:`keras_gresnet.layers.PixelNormalization`).
     """
     builder = name  # the messages name the model being built
     depth = check_int(depth, "depth", 1)
@@ -80,7 +87,8 @@ def mlp(
         builder, include_top=include_top, weights=weights, input_tensor=input_tensor,
         input_shape=input_shape, pooling=pooling, classes=classes,
         classifier_activation=classifier_activation, default_shape=(784,))
-    inputs, x = model_input(input_tensor, input_shape)
+    preprocessing = check_preprocessing(builder, include_preprocessing, weights, input_shape)
+    inputs, x = model_input(input_tensor, input_shape, preprocessing)
     if len(x.shape) > 2:
         x = keras.layers.Flatten(name="flatten")(x)
     if stem == "linear":
@@ -112,7 +120,8 @@ def _named_mlp(builder, call, *, residual, gated):
 @register_model(configs=_CONFIGS)
 def plain_mlp(depth, *, units=50, stem="dense_bn_relu", bn_momentum=0.99, include_top=True,
               weights=None, input_tensor=None, input_shape=None, pooling=None, classes=10,
-              classifier_activation="softmax", name="plain_mlp"):
+              classifier_activation="softmax", include_preprocessing=False,
+              name="plain_mlp"):
     """GR's plain MNIST net (GR Table 1).
 
     784 -> 50 -> ``depth`` Dense-BN-ReLU layers -> 10, the net that fails to
@@ -127,7 +136,8 @@ def plain_mlp(depth, *, units=50, stem="dense_bn_relu", bn_momentum=0.99, includ
 @register_model(configs=_CONFIGS)
 def resnet_mlp(depth, *, units=50, stem="dense_bn_relu", bn_momentum=0.99, include_top=True,
                weights=None, input_tensor=None, input_shape=None, pooling=None, classes=10,
-               classifier_activation="softmax", name="resnet_mlp"):
+               classifier_activation="softmax", include_preprocessing=False,
+               name="resnet_mlp"):
     """GR's MNIST ResNet (GR Table 1).
 
     ``depth / 2`` blocks of two Dense-BN-ReLU layers around an identity
@@ -143,7 +153,7 @@ def resnet_mlp(depth, *, units=50, stem="dense_bn_relu", bn_momentum=0.99, inclu
 def gresnet_mlp(depth, *, units=50, stem="dense_bn_relu", k_initial=1.0, bn_momentum=0.99,
                 include_top=True, weights=None, input_tensor=None, input_shape=None,
                 pooling=None, classes=10, classifier_activation="softmax",
-                name="gresnet_mlp"):
+                include_preprocessing=False, name="gresnet_mlp"):
     """GR's MNIST GResNet (GR Tables 1-2): one scalar gate per block.
 
     The ResNet MLP with a gate ``k`` on every block, ``u = g(k) f(x) + x``,
@@ -159,7 +169,8 @@ def gresnet_mlp(depth, *, units=50, stem="dense_bn_relu", k_initial=1.0, bn_mome
 def gated_plain_mlp(depth, *, units=50, stem="dense_bn_relu", k_initial=1.0,
                     bn_momentum=0.99, include_top=True, weights=None, input_tensor=None,
                     input_shape=None, pooling=None, classes=10,
-                    classifier_activation="softmax", name="gated_plain_mlp"):
+                    classifier_activation="softmax", include_preprocessing=False,
+                    name="gated_plain_mlp"):
     """GR's gated plain MNIST net: a gate on every layer.
 
     ``u = g(k) f(x) + (1 - g(k)) x``, ``g = ReLU``.

@@ -1,22 +1,26 @@
 """Presets (KerasHub style: a folder with the builder's arguments and its
-weights) and loading weights into a built zoo model from a registry entry,
-a ``.keras`` file, a preset folder or a bare ``.weights.h5``."""
+weights, locally or in a Hugging Face repository ``hf://owner/name``) and
+loading weights into a built zoo model from a registry entry, a ``.keras``
+file, a preset or a bare ``.weights.h5``."""
 
 import json
+import math
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import keras
 
 from keras_gresnet import __version__
-from keras_gresnet.files import write_json
+from keras_gresnet.files import write_json, write_text
 from keras_gresnet.weights import (
     PRESET_CONFIG, PRESET_METADATA, PRESET_WEIGHTS, get_weights, is_path, is_preset,
     list_weights, published, weights_path,
 )
 from keras_gresnet.weights.fitting import canonical, describe_call
 from keras_gresnet.weights.loading import copy_weights, head_layer, load_exact
+from keras_gresnet.zoo import hub
 from keras_gresnet.zoo.registry import get_model
 
 
@@ -39,7 +43,10 @@ def _entry_model(entry, path):
 
 def source_model(name_or_path, cache_dir=None):
     """The full model (with its head) behind a registry name, a ``.keras``
-    file or a preset folder; ``None`` for a bare ``.weights.h5``."""
+    file, a preset folder or ``hf://owner/name``; ``None`` for a bare
+    ``.weights.h5``."""
+    if hub.is_hub_uri(name_or_path):
+        return from_preset(name_or_path)
     if not is_path(name_or_path):
         entry = name_or_path if isinstance(name_or_path, dict) else get_weights(name_or_path)
         entry = published(entry)
@@ -61,7 +68,7 @@ def load_into(model, weights, *, include_top=None, classes=None, cache_dir=None)
     """Load weights, layer by layer by name, into the built zoo ``model``.
 
     ``weights``: a registry entry or name, a ``.keras`` file, a preset
-    folder, or a bare ``.weights.h5`` (saved from this very architecture).
+    folder or ``hf://owner/name``, or a bare ``.weights.h5`` (saved from this very architecture).
     With ``include_top`` and ``classes`` other than the weights', the body is
     loaded and the fresh ``predictions`` layer kept (one log line says so);
     without ``include_top`` only the body is loaded. Every weighted layer of
@@ -90,8 +97,26 @@ def save_preset(model, directory, *, builder, builder_kwargs, metadata=None, ove
     ``metadata.json``. The folder is written under a temporary name and
     renamed into place: a preset is complete or absent. ``builder_kwargs``
     must rebuild ``model`` (checked first); the model's input shape is added
-    when missing. Returns the folder."""
-    directory = Path(directory)
+    when missing. Returns the folder.
+
+    ``directory`` may be ``hf://owner/name``: the preset, with its model
+    card as README.md, is uploaded to that Hugging Face repository in one
+    commit (:func:`upload_preset`), and ``hf://owner/name@commit`` is
+    returned."""
+    if hub.is_hub_uri(directory):
+        hub.check_upload_uri(directory, "directory")
+        hub.hub_module()
+    twin, config, metadata = _preset_contents(model, builder, builder_kwargs, metadata)
+    if hub.is_hub_uri(directory):
+        with tempfile.TemporaryDirectory(prefix="keras-gresnet-preset-") as tmp:
+            folder = _write_preset(Path(tmp) / "preset", twin, config, metadata, overwrite=False)
+            return _upload(directory, folder, twin, overwrite=overwrite, argument="directory")
+    return _write_preset(Path(directory), twin, config, metadata, overwrite=overwrite)
+
+
+def _preset_contents(model, builder, builder_kwargs, metadata):
+    """The uncompiled twin of ``model`` that ``builder(**builder_kwargs)``
+    builds, the preset's config and its metadata: checked, nothing written."""
     kwargs = dict(builder_kwargs or {})
     given = sorted({"weights", "input_tensor"} & set(kwargs))
     if given:
@@ -110,10 +135,14 @@ def save_preset(model, directory, *, builder, builder_kwargs, metadata=None, ove
     twin.set_weights(model.get_weights())
     if metadata is not None and not isinstance(metadata, dict):
         raise ValueError(f"metadata must be a dict (JSON-ready), got {metadata!r}")
-    if directory.exists() and not overwrite:
-        raise ValueError(f"{directory} exists; pass overwrite=True to replace the preset")
     config = dict(builder=builder, builder_kwargs=kwargs, keras_version=keras.__version__,
                   keras_gresnet_version=__version__)
+    return twin, config, metadata or {}
+
+
+def _write_preset(directory, twin, config, metadata, *, overwrite):
+    if directory.exists() and not overwrite:
+        raise ValueError(f"{directory} exists; pass overwrite=True to replace the preset")
     directory.parent.mkdir(parents=True, exist_ok=True)
     tmp = directory.with_name(f".{directory.name}.tmp{os.getpid()}")
     old = directory.with_name(f".{directory.name}.old{os.getpid()}")
@@ -122,7 +151,7 @@ def save_preset(model, directory, *, builder, builder_kwargs, metadata=None, ove
         tmp.mkdir()
         write_json(tmp / PRESET_CONFIG, config)
         twin.save_weights(tmp / PRESET_WEIGHTS)
-        write_json(tmp / PRESET_METADATA, metadata or {})
+        write_json(tmp / PRESET_METADATA, metadata)
         if directory.exists():
             os.replace(directory, old)
             try:
@@ -136,6 +165,59 @@ def save_preset(model, directory, *, builder, builder_kwargs, metadata=None, ove
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(old, ignore_errors=True)
     return directory
+
+
+def _upload(uri, folder, model, *, overwrite, argument):
+    """Write the card of the preset ``folder`` (ours, temporary) into it and
+    upload it to ``uri``."""
+    repo_id, _ = hub.parse_hub_uri(uri)
+    card = hub.preset_card(folder, repo_id=repo_id, params=model.count_params(),
+                           trainable_params=_trainable(model))
+    write_text(folder / hub.README, card)
+    return hub.upload_folder(uri, folder, overwrite=overwrite, argument=argument,
+                             commit_message=f"Upload preset {model.name} (keras-gresnet {__version__})")
+
+
+def _trainable(model):
+    return int(sum(math.prod(w.shape) for w in model.trainable_weights))
+
+
+def upload_preset(uri, preset, *, overwrite=False):
+    """Upload the local preset folder ``preset`` (:func:`save_preset`) to
+    ``hf://owner/name`` (KerasHub's ``keras_hub.upload_preset(uri,
+    preset)``), with its model card as README.md; the folder is loaded
+    first (a preset that does not load is not uploaded) and left unchanged.
+    A repository already holding a preset is replaced only with
+    ``overwrite``. Returns ``hf://owner/name@commit``."""
+    hub.check_upload_uri(uri, "uri")
+    hub.hub_module()
+    if hub.is_hub_uri(preset) or not Path(preset).is_dir():
+        raise ValueError(f"preset={str(preset)!r} must be a local preset folder (save_preset)")
+    model = from_preset(preset)
+    with tempfile.TemporaryDirectory(prefix="keras-gresnet-preset-") as tmp:
+        folder = Path(tmp)
+        for name in hub.PRESET_FILES:
+            if (Path(preset) / name).is_file():
+                shutil.copyfile(Path(preset) / name, folder / name)
+        return _upload(uri, folder, model, overwrite=overwrite, argument="uri")
+
+
+def weights_preset(name, directory, *, overwrite=False, cache_dir=None):
+    """The published registry entry ``name`` as a preset (a folder or
+    ``hf://owner/name``, as :func:`save_preset`), its metadata naming the
+    entry and its file's sha256: on the Hub its README is the entry's model
+    card (``keras-gresnet weights show NAME``) plus the preset's facts."""
+    entry = published(get_weights(name))
+    if hub.is_hub_uri(directory):
+        hub.check_upload_uri(directory, "directory")
+        hub.hub_module()
+    model = source_model(entry, cache_dir)
+    kwargs = dict(entry["builder_kwargs"], input_shape=list(entry["input_shape"]),
+                  classes=entry["classes"])
+    metadata = dict(weights=entry["name"], weights_sha256=entry["sha256"],
+                    dataset=entry["dataset"], test_error_percent=entry["test_error_percent"])
+    return save_preset(model, directory, builder=entry["builder"], builder_kwargs=kwargs,
+                       metadata=metadata, overwrite=overwrite)
 
 
 def _read_preset_config(directory):
@@ -160,13 +242,22 @@ def _read_preset_config(directory):
 
 
 def from_preset(preset, cache_dir=None):
-    """The model of a preset folder (:func:`save_preset`) or of a published
-    registry name, rebuilt by its builder with its weights loaded."""
+    """The model of a preset folder (:func:`save_preset`), of a Hugging Face
+    repository ``hf://owner/name[@revision]`` (downloaded into the Hugging
+    Face cache, then loaded with exactly a local folder's checks), or of a
+    published registry name, rebuilt by its builder with its weights
+    loaded. ``cache_dir``: the registry weights' cache only."""
+    if hub.is_hub_uri(preset):
+        return _load_preset_folder(Path(hub.download_preset(preset)), preset)
     if is_path(preset):
         directory = Path(preset)
         if not directory.is_dir():
             raise ValueError(f"preset {str(preset)!r}: no such folder")
-        config = _read_preset_config(directory)
-        model = get_model(config["builder"], **config["builder_kwargs"])
-        return load_exact(model, directory / PRESET_WEIGHTS)
+        return _load_preset_folder(directory, preset)
     return source_model(preset, cache_dir)
+
+
+def _load_preset_folder(directory, preset):
+    config = _read_preset_config(directory)
+    model = get_model(config["builder"], **config["builder_kwargs"])
+    return load_exact(model, directory / PRESET_WEIGHTS)

@@ -17,7 +17,8 @@ import keras
 from keras_gresnet._checks import check_choice, check_int, check_rate
 from keras_gresnet.layers import BLOCKS, PREACT_UNITS, check_unit_args, conv, residual_unit
 from keras_gresnet.zoo.applications import (
-    builder_arguments, check_common, check_size, head, load_weights, model_input,
+    builder_arguments, check_common, check_preprocessing, check_size, head, load_weights,
+    model_input,
 )
 from keras_gresnet.zoo.registry import register_model
 
@@ -60,8 +61,8 @@ IMAGENET_LAYOUTS = {
 
 def resnet(stage_sizes, widths, *, stem="cifar", stem_filters=16, stride_position="first",
            stem_bn=None, include_top=True, weights=None, input_tensor=None, input_shape=None,
-           pooling=None, classes=10, classifier_activation="softmax", name="resnet",
-           **unit_options):
+           pooling=None, classes=10, classifier_activation="softmax",
+           include_preprocessing=False, name="resnet", **unit_options):
     """The generic residual net behind every convolutional zoo model.
 
     Args:
@@ -82,6 +83,11 @@ def resnet(stage_sizes, widths, *, stem="cifar", stem_filters=16, stride_positio
             ``None``, a ``.keras`` / ``.weights.h5`` path or a preset folder
             (the named builders also take published names,
             :mod:`keras_gresnet.weights`).
+        include_preprocessing: put the training pipeline's pixel
+            normalisation in front of the net, so that it takes raw pixels
+            (0..255): ``False`` (the default), ``True`` (the statistics of
+            the published ``weights``) or ``dict(method=, mean=, std=)``
+            (:class:`keras_gresnet.layers.PixelNormalization`).
         **unit_options: the arguments of every
             :func:`keras_gresnet.layers.residual_unit` (``unit, block,
             shortcut, gated, k_initial, dropout, expansion, shortcut_scale,
@@ -130,6 +136,7 @@ def resnet(stage_sizes, widths, *, stem="cifar", stem_filters=16, stride_positio
         classifier_activation=classifier_activation,
         default_shape=(224, 224, 3) if stem == "imagenet" else (32, 32, 3),
         min_size=2**downsamplings)
+    preprocessing = check_preprocessing(builder, include_preprocessing, weights, input_shape)
     preact = unit in PREACT_UNITS
     if stem_bn is None:
         # A pre-activation net's first unit normalises its own input; HE's
@@ -137,7 +144,7 @@ def resnet(stage_sizes, widths, *, stem="cifar", stem_filters=16, stride_positio
         stem_bn = not preact or stem == "imagenet"
 
     bn = dict(momentum=options["bn_momentum"], epsilon=options["bn_epsilon"])
-    inputs, x = model_input(input_tensor, input_shape)
+    inputs, x = model_input(input_tensor, input_shape, preprocessing)
     stem_bias = options["conv_bias"] and not stem_bn
     if stem == "imagenet":
         x = conv(x, stem_filters, 7, stride=2, name="conv1", use_bias=stem_bias)
@@ -216,7 +223,8 @@ def resnet_cifar(n=None, *, depth=None, unit="preact", block="basic", shortcut="
                  bn_momentum=0.9, bn_epsilon=1e-5, subsample="conv", conv_bias=False,
                  naming="zoo", stride_position="first", stem_bn=None, include_top=True,
                  weights=None, input_tensor=None, input_shape=None, pooling=None, classes=10,
-                 classifier_activation="softmax", name="resnet_cifar"):
+                 classifier_activation="softmax", include_preprocessing=False,
+                 name="resnet_cifar"):
     """CIFAR residual net of HE and GR, every HE CIFAR variant an argument.
 
     3 stages of ``n`` units, widths 16/32/64.
@@ -250,7 +258,7 @@ def gresnet_cifar(n=5, *, depth=None, block="basic", shortcut="identity",
                   widths=CIFAR_WIDTHS, k_initial=1.0, dropout=0.0, bn_momentum=0.9,
                   include_top=True, weights=None, input_tensor=None, input_shape=None,
                   pooling=None, classes=10, classifier_activation="softmax",
-                  name="gresnet_cifar"):
+                  include_preprocessing=False, name="gresnet_cifar"):
     """GR's CIFAR GResNet (GR Table 3: n=5, 32 layers, 15 gates).
 
     A full pre-activation ResNet with a scalar gate ``k`` on every unit.
@@ -270,7 +278,8 @@ def _he_cifar(builder, call, *, depth, unit, block):
 @register_model(family="resnet_cifar")
 def preact_resnet110(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
                      input_tensor=None, input_shape=None, pooling=None, classes=10,
-                     classifier_activation="softmax", name="preact_resnet110"):
+                     classifier_activation="softmax", include_preprocessing=False,
+                     name="preact_resnet110"):
     """ResNet-110, full pre-activation (HE Table 2).
 
     Arguments as :func:`resnet_cifar`, which builds the other variants.
@@ -281,7 +290,8 @@ def preact_resnet110(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=
 @register_model(family="resnet_cifar")
 def preact_resnet164(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
                      input_tensor=None, input_shape=None, pooling=None, classes=10,
-                     classifier_activation="softmax", name="preact_resnet164"):
+                     classifier_activation="softmax", include_preprocessing=False,
+                     name="preact_resnet164"):
     """ResNet-164, bottleneck, full pre-activation (HE Tables 2-3).
 
     Arguments as :func:`resnet_cifar`.
@@ -292,7 +302,8 @@ def preact_resnet164(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=
 @register_model(family="resnet_cifar")
 def preact_resnet1001(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
                       input_tensor=None, input_shape=None, pooling=None, classes=10,
-                      classifier_activation="softmax", name="preact_resnet1001"):
+                      classifier_activation="softmax", include_preprocessing=False,
+                      name="preact_resnet1001"):
     """ResNet-1001, bottleneck, full pre-activation (HE Table 3).
 
     Arguments as :func:`resnet_cifar`.
@@ -303,7 +314,8 @@ def preact_resnet1001(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights
 @register_model(family="resnet_cifar")
 def resnet110(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
               input_tensor=None, input_shape=None, pooling=None, classes=10,
-              classifier_activation="softmax", name="resnet110"):
+              classifier_activation="softmax", include_preprocessing=False,
+              name="resnet110"):
     """ResNet-110, original (post-activation) unit (HE Tables 1-2).
 
     Arguments as :func:`resnet_cifar`.
@@ -314,7 +326,8 @@ def resnet110(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
 @register_model(family="resnet_cifar")
 def resnet164(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
               input_tensor=None, input_shape=None, pooling=None, classes=10,
-              classifier_activation="softmax", name="resnet164"):
+              classifier_activation="softmax", include_preprocessing=False,
+              name="resnet164"):
     """ResNet-164, bottleneck, original unit (HE Table 3).
 
     Arguments as :func:`resnet_cifar`.
@@ -325,7 +338,8 @@ def resnet164(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
 @register_model(family="resnet_cifar")
 def resnet1001(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
                input_tensor=None, input_shape=None, pooling=None, classes=10,
-               classifier_activation="softmax", name="resnet1001"):
+               classifier_activation="softmax", include_preprocessing=False,
+               name="resnet1001"):
     """ResNet-1001, bottleneck, original unit (HE Table 3).
 
     Arguments as :func:`resnet_cifar`.
@@ -348,7 +362,8 @@ def _wide(*, n=None, widen_factor=10, depth=None, **arguments):
 def wide_resnet(n=None, widen_factor=10, dropout=0.3, *, depth=None, gated=False,
                 k_initial=1.0, bn_momentum=0.9, include_top=True, weights=None,
                 input_tensor=None, input_shape=None, pooling=None, classes=10,
-                classifier_activation="softmax", name="wide_resnet"):
+                classifier_activation="softmax", include_preprocessing=False,
+                name="wide_resnet"):
     """Wide ResNet WRN-d-k (WRN; GR Tables 3-4).
 
     Depth ``6n+4``, widths 16k/32k/64k, full pre-activation basic units,
@@ -371,7 +386,7 @@ def wide_resnet(n=None, widen_factor=10, dropout=0.3, *, depth=None, gated=False
 def wide_gresnet(n=None, widen_factor=10, dropout=0.3, *, depth=None, k_initial=1.0,
                  bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
                  input_shape=None, pooling=None, classes=10, classifier_activation="softmax",
-                 name="wide_gresnet"):
+                 include_preprocessing=False, name="wide_gresnet"):
     """Wide GResNet (GR Tables 3-4): WRN-28-10 with a gate on every unit.
 
     Arguments as :func:`wide_resnet`.
@@ -405,7 +420,8 @@ def _imagenet(*, depth=152, unit="preact", layout="he", bn_momentum=None, **argu
 def resnet_imagenet(depth=152, *, unit="preact", gated=False, layout="he", k_initial=1.0,
                     bn_momentum=None, include_top=True, weights=None, input_tensor=None,
                     input_shape=None, pooling=None, classes=1000,
-                    classifier_activation="softmax", name="resnet_imagenet"):
+                    classifier_activation="softmax", include_preprocessing=False,
+                    name="resnet_imagenet"):
     """ImageNet bottleneck ResNet of HE, every depth and unit an argument.
 
     7x7/2 stem + 3x3/2 max-pool, four stages of widths 64/128/256/512 (x4
@@ -439,7 +455,7 @@ def _he_imagenet(builder, call, *, depth, unit, gated):
 @register_model(family="resnet_imagenet")
 def preact_resnet50(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
                     input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
-                    name="preact_resnet50"):
+                    include_preprocessing=False, name="preact_resnet50"):
     """ImageNet ResNet-50, full pre-activation (HE).
 
     Arguments as :func:`resnet_imagenet`.
@@ -450,7 +466,7 @@ def preact_resnet50(*, bn_momentum=0.9, include_top=True, weights=None, input_te
 @register_model(family="resnet_imagenet")
 def resnet50(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
              input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
-             name="resnet50"):
+             include_preprocessing=False, name="resnet50"):
     """ImageNet ResNet-50, original unit (HE).
 
     Arguments as :func:`resnet_imagenet`.
@@ -461,7 +477,7 @@ def resnet50(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=No
 @register_model(family="resnet_imagenet")
 def gresnet50(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
               input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
-              name="gresnet50"):
+              include_preprocessing=False, name="gresnet50"):
     """ImageNet GResNet-50: full pre-activation, GR's gate on every unit.
 
     Arguments as :func:`resnet_imagenet`.
@@ -472,7 +488,7 @@ def gresnet50(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=N
 @register_model(family="resnet_imagenet")
 def preact_resnet101(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
                      input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
-                     name="preact_resnet101"):
+                     include_preprocessing=False, name="preact_resnet101"):
     """ImageNet ResNet-101, full pre-activation (HE).
 
     Arguments as :func:`resnet_imagenet`.
@@ -483,7 +499,7 @@ def preact_resnet101(*, bn_momentum=0.9, include_top=True, weights=None, input_t
 @register_model(family="resnet_imagenet")
 def resnet101(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
               input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
-              name="resnet101"):
+              include_preprocessing=False, name="resnet101"):
     """ImageNet ResNet-101, original unit (HE).
 
     Arguments as :func:`resnet_imagenet`.
@@ -494,7 +510,7 @@ def resnet101(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=N
 @register_model(family="resnet_imagenet")
 def gresnet101(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
                input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
-               name="gresnet101"):
+               include_preprocessing=False, name="gresnet101"):
     """ImageNet GResNet-101: full pre-activation, GR's gate on every unit.
 
     Arguments as :func:`resnet_imagenet`.
@@ -505,7 +521,7 @@ def gresnet101(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=
 @register_model(family="resnet_imagenet")
 def preact_resnet152(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
                      input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
-                     name="preact_resnet152"):
+                     include_preprocessing=False, name="preact_resnet152"):
     """ImageNet ResNet-152, full pre-activation (HE).
 
     Arguments as :func:`resnet_imagenet`.
@@ -516,7 +532,7 @@ def preact_resnet152(*, bn_momentum=0.9, include_top=True, weights=None, input_t
 @register_model(family="resnet_imagenet")
 def resnet152(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
               input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
-              name="resnet152"):
+              include_preprocessing=False, name="resnet152"):
     """ImageNet ResNet-152, original unit (HE).
 
     Arguments as :func:`resnet_imagenet`.
@@ -527,7 +543,7 @@ def resnet152(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=N
 @register_model(family="resnet_imagenet")
 def gresnet152(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
                input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
-               name="gresnet152"):
+               include_preprocessing=False, name="gresnet152"):
     """ImageNet GResNet-152: full pre-activation, GR's gate on every unit.
 
     Arguments as :func:`resnet_imagenet`.
@@ -538,7 +554,7 @@ def gresnet152(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=
 @register_model(family="resnet_imagenet")
 def preact_resnet200(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
                      input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
-                     name="preact_resnet200"):
+                     include_preprocessing=False, name="preact_resnet200"):
     """ImageNet ResNet-200, full pre-activation (HE).
 
     Arguments as :func:`resnet_imagenet`.
@@ -549,7 +565,7 @@ def preact_resnet200(*, bn_momentum=0.9, include_top=True, weights=None, input_t
 @register_model(family="resnet_imagenet")
 def resnet200(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
               input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
-              name="resnet200"):
+              include_preprocessing=False, name="resnet200"):
     """ImageNet ResNet-200, original unit (HE).
 
     Arguments as :func:`resnet_imagenet`.
@@ -560,7 +576,7 @@ def resnet200(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=N
 @register_model(family="resnet_imagenet")
 def gresnet200(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
                input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
-               name="gresnet200"):
+               include_preprocessing=False, name="gresnet200"):
     """ImageNet GResNet-200: full pre-activation, GR's gate on every unit.
 
     Arguments as :func:`resnet_imagenet`.

@@ -1,0 +1,305 @@
+"""Export a model for inference without Keras: a TensorFlow SavedModel, an
+ONNX file or a LiteRT (TFLite) flatbuffer, through Keras' ``model.export``,
+and :func:`load_exported` to run an artefact with its own runtime::
+
+    from keras_gresnet import export
+    export.export("gresnet_mlp20_mnist", "gresnet20.onnx", format="onnx")
+    predict = export.load_exported("gresnet20.onnx")    # onnxruntime
+    probabilities = predict(images)                      # numpy in, numpy out
+
+The artefact is written under a temporary name beside ``out`` and renamed
+into place: it is complete or absent, and an existing ``out`` is refused.
+"""
+
+import contextlib
+import importlib.util
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+FORMATS = ("tf_saved_model", "onnx", "litert")
+# What each format is: a folder, or a file with this suffix.
+SUFFIXES = {"tf_saved_model": "", "onnx": ".onnx", "litert": ".tflite"}
+# The Keras backends whose model.export writes each format here, and the
+# modules it needs there as (module, pip package). The torch backend writes a
+# SavedModel through torch_xla, whose releases do not follow torch 2.13; JAX
+# has no LiteRT converter in Keras.
+TOOLCHAINS = {
+    "tf_saved_model": {
+        "tensorflow": (),
+        "jax": (("tensorflow", "tensorflow"),),
+    },
+    "onnx": {
+        "tensorflow": (("tf2onnx", "tf2onnx"), ("onnx", "onnx")),
+        "jax": (("jax2onnx", "jax2onnx"),),
+        "torch": (("onnx", "onnx"),),
+    },
+    "litert": {
+        "tensorflow": (),
+        "torch": (("litert_torch", "litert-torch"),),
+    },
+}
+# The runtime that loads each format back: alternatives, first found wins.
+RUNTIMES = {
+    "tf_saved_model": (("tensorflow", "tensorflow"),),
+    "onnx": (("onnxruntime", "onnxruntime"),),
+    "litert": (("ai_edge_litert", "ai-edge-litert"), ("tensorflow", "tensorflow")),
+}
+
+
+class ToolchainNotInstalled(ImportError, ValueError):
+    """A format's converter or runtime is not installed; the message names
+    the pip package. A ``ValueError`` too, so the command line prints it as
+    one line."""
+
+
+def _installed(module):
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _require(modules, what):
+    """The first ``(module, package)`` of ``modules`` that is installed;
+    :class:`ToolchainNotInstalled` naming every package when none is."""
+    for module, package in modules:
+        if _installed(module):
+            return module
+    packages = " or ".join(f"`pip install {package}`" for _, package in modules)
+    raise ToolchainNotInstalled(f"{what} needs {packages}")
+
+
+def _accepted():
+    return ", ".join(map(repr, FORMATS))
+
+
+def check_format(format, backend=None, argument="format"):
+    """``format`` must be one of :data:`FORMATS` and exportable on
+    ``backend`` (default: Keras' backend), its converter installed;
+    ``argument`` is the name the error gives it."""
+    import keras
+
+    if format not in FORMATS:
+        raise ValueError(f"Unknown {argument} {format!r}; accepted: {_accepted()}")
+    backend = backend or keras.backend.backend()
+    backends = TOOLCHAINS[format]
+    if backend not in backends:
+        raise ValueError(
+            f"{argument} {format!r} exports on the {' or '.join(backends)} backend only, not "
+            f"{backend}: run with KERAS_BACKEND={next(iter(backends))}")
+    for module, package in backends[backend]:
+        _require(((module, package),), f"{argument} {format!r} on the {backend} backend")
+    return format
+
+
+def check_out(out, format, argument="out"):
+    """``out`` must not exist and must fit ``format`` (a folder, or a file
+    with the format's suffix); returns it as a Path."""
+    out = Path(out)
+    if out.exists() or out.is_symlink():
+        raise ValueError(f"{argument} {str(out)!r} exists; an export is never written over "
+                         f"a file: pick another {argument}")
+    suffix = SUFFIXES[format]
+    if suffix and not out.name.endswith(suffix):
+        raise ValueError(f"{argument} must end in {suffix} for format {format!r}, got "
+                         f"{str(out)!r}")
+    if not suffix and out.suffix in (".onnx", ".tflite", ".keras", ".h5"):
+        raise ValueError(f"{argument} is the SavedModel's folder for format {format!r}, got "
+                         f"the file name {str(out)!r}")
+    for parent in out.parents:
+        if parent.exists() and not parent.is_dir():
+            raise ValueError(f"{argument} {str(out)!r}: {parent} is not a folder")
+    return out
+
+
+def _load_model(model):
+    """The ``keras.Model`` that ``model`` names: itself, a published weights
+    name, a ``.keras`` file, a preset folder or a training run folder."""
+    import keras
+
+    if isinstance(model, keras.Model):
+        return model
+    if not isinstance(model, (str, os.PathLike)):
+        raise ValueError(f"model must be a keras.Model, a published weights name, a .keras "
+                         f"file, a preset folder or a run folder, got {type(model).__name__}")
+    from keras_gresnet.weights import PRESET_WEIGHTS
+    from keras_gresnet.zoo.presets import source_model
+
+    path = Path(model)
+    if path.is_dir() and not (path / PRESET_WEIGHTS).is_file():
+        from keras_gresnet.training import load_run  # a run folder, as `evaluate` reads it
+
+        return load_run(path)[0]
+    loaded = source_model(model)
+    if loaded is None:
+        raise ValueError(f"model {str(model)!r} is a bare .weights.h5, which holds no "
+                         f"architecture: export its .keras file, preset or run folder")
+    return loaded
+
+
+@contextlib.contextmanager
+def _created_parents(path):
+    """Create ``path``'s missing parent folders; on failure remove those
+    that were created (and are still empty)."""
+    missing = [p for p in reversed(path.parents) if not p.exists()]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        yield
+    except BaseException:
+        for folder in reversed(missing):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+
+
+def _move_into_place(source, out):
+    """Rename ``source`` to ``out``, never over something that appeared at
+    ``out`` meanwhile."""
+    if out.exists() or out.is_symlink():
+        raise ValueError(f"out {str(out)!r} appeared during the export; it is left as it is")
+    if source.is_dir():
+        os.rename(source, out)
+        return
+    try:
+        os.link(source, out)  # fails if out exists: no overwrite, even in a race
+    except FileExistsError:
+        raise ValueError(f"out {str(out)!r} appeared during the export; it is left as "
+                         f"it is") from None
+    except OSError:  # a file system without hard links
+        os.replace(source, out)
+    else:
+        source.unlink()
+
+
+def export(model, out, format="tf_saved_model", **kwargs):
+    """Export ``model`` for inference to ``out``; returns ``out`` as a Path.
+
+    Args:
+        model: a ``keras.Model``, a published weights name, a ``.keras`` file,
+            a preset folder or a training run folder (files load with
+            ``safe_mode=True``).
+        out: the artefact, which must not exist: a folder for
+            ``"tf_saved_model"``, a ``.onnx`` or ``.tflite`` file.
+        format: one of :data:`FORMATS`; :data:`TOOLCHAINS` lists the backends
+            and packages each needs.
+        **kwargs: passed to ``model.export`` (``input_signature``,
+            ``opset_version``, LiteRT converter options...).
+    """
+    import keras
+
+    check_format(format)
+    out = check_out(out, format)
+    model = _load_model(model)
+    kwargs.setdefault("verbose", False)
+    if "input_signature" not in kwargs and len(getattr(model, "inputs", None) or ()) == 1:
+        # The model's own input, given: ONNX on torch refuses a model loaded
+        # from a file and never called ("The model provided has never called").
+        (x,) = model.inputs
+        kwargs["input_signature"] = [keras.InputSpec(shape=x.shape, dtype=x.dtype)]
+    with _created_parents(out):
+        tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            tmp.mkdir()
+            artefact = tmp / out.name  # out's own name, so the converter sees its suffix
+            model.export(str(artefact), format=format, **kwargs)
+            if not artefact.exists():
+                raise RuntimeError(f"model.export(format={format!r}) wrote no {artefact}")
+            _move_into_place(artefact, out)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def _guess_format(path):
+    if path.is_dir():
+        return "tf_saved_model"
+    for format, suffix in SUFFIXES.items():
+        if suffix and path.name.endswith(suffix):
+            return format
+    raise ValueError(f"cannot tell the format of {str(path)!r}; pass format, one of "
+                     f"{_accepted()}")
+
+
+def load_exported(path, format=None):
+    """A function ``f(x) -> numpy array``: the artefact at ``path`` run by its
+    own runtime (``tf.saved_model.load``, ``onnxruntime``, the LiteRT
+    interpreter), on one float32 input batch. ``format``: one of
+    :data:`FORMATS`; default from ``path`` (a folder is a SavedModel)."""
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"path {str(path)!r} does not exist")
+    format = _guess_format(path) if format is None else format
+    if format not in FORMATS:
+        raise ValueError(f"Unknown format {format!r}; accepted: {_accepted()}")
+    runtime = _require(RUNTIMES[format], f"loading format={format!r}")
+    if format == "tf_saved_model":
+        return _saved_model_function(path)
+    if format == "onnx":
+        return _onnx_function(path)
+    return _litert_function(path, runtime)
+
+
+def _saved_model_function(path):
+    import tensorflow as tf
+
+    loaded = tf.saved_model.load(str(path))
+    serve = getattr(loaded, "serve", None) or loaded.signatures["serving_default"]
+
+    def predict(x, _loaded=loaded):  # _loaded: serve holds its variables weakly
+        y = serve(tf.constant(np.asarray(x, dtype="float32")))
+        if isinstance(y, dict):  # a signature returns {name: tensor}
+            (y,) = y.values()
+        return np.asarray(y)
+
+    return predict
+
+
+def _onnx_function(path):
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    (name,) = [i.name for i in session.get_inputs()]
+
+    def predict(x):
+        return session.run(None, {name: np.asarray(x, dtype="float32")})[0]
+
+    return predict
+
+
+def _litert_function(path, runtime):
+    if runtime == "ai_edge_litert":
+        from ai_edge_litert.interpreter import Interpreter
+    else:
+        import tensorflow as tf
+
+        Interpreter = tf.lite.Interpreter
+    interpreter = Interpreter(model_path=str(path))
+    (inputs,), (outputs,) = interpreter.get_input_details(), interpreter.get_output_details()
+    batch = int(inputs["shape_signature"][0])  # -1: any batch size
+
+    def run(x):
+        if tuple(interpreter.get_input_details()[0]["shape"]) != x.shape:
+            interpreter.resize_tensor_input(inputs["index"], x.shape)
+        interpreter.allocate_tensors()
+        interpreter.set_tensor(inputs["index"], x)
+        interpreter.invoke()
+        return np.array(interpreter.get_tensor(outputs["index"]))
+
+    def predict(x):
+        x = np.asarray(x, dtype="float32")
+        if batch < 0:
+            return run(x)
+        # A fixed batch (LiteRT from the torch backend): run it in chunks.
+        chunks = []
+        for start in range(0, len(x), batch):
+            part = x[start:start + batch]
+            padded = np.concatenate([part, np.zeros((batch - len(part), *x.shape[1:]),
+                                                    "float32")])
+            chunks.append(run(padded)[:len(part)])
+        return np.concatenate(chunks)
+
+    return predict

@@ -1,0 +1,108 @@
+"""The papers' input preprocessing as a layer, so that it travels with the
+weights: raw pixels in, what the training pipeline fed the net out.
+
+GR scales pixels to [0, 1] (``"scale"``); HE subtracts the training mean
+(``"mean"``); WRN also divides by the training std (``"meanstd"``), as
+:class:`keras_gresnet.data.Preprocessing` records them.
+"""
+
+import math
+import numbers
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_gresnet._checks import PREPROCESSINGS
+from keras_gresnet.layers.merges import PACKAGE
+
+STATISTICS_FORM = "dict(method=..., mean=[...], std=[...])"
+
+
+def _values(values, argument, method):
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__") or not len(values) or \
+            not all(isinstance(v, numbers.Real) and not isinstance(v, bool)
+                    and math.isfinite(v) for v in values):
+        raise ValueError(
+            f"{argument} of the {method!r} preprocessing must be a non-empty list of finite "
+            f"numbers, one per channel, got {values!r}")
+    return tuple(float(v) for v in values)
+
+
+def pixel_statistics(method, mean=None, std=None, channels=None):
+    """``(method, mean, std)`` checked: ``method`` in ``("scale", "mean",
+    "meanstd")``, one finite ``mean`` and one ``std > 0`` per channel, and
+    the statistics the method implies (``"scale"``: mean 0, std 1;
+    ``"mean"``: std 1). ``None`` for a statistic the method fixes gives its
+    value for as many channels as the other statistic, else ``channels``."""
+    if not isinstance(method, str) or method not in PREPROCESSINGS:
+        raise ValueError(
+            f"Unknown preprocessing method={method!r}; accepted: "
+            f"{', '.join(map(repr, PREPROCESSINGS))}")
+    fixed = {"scale": ("mean", "std"), "mean": ("std",), "meanstd": ()}[method]
+    given = {"mean": mean, "std": std}
+    for argument in ("mean", "std"):
+        if given[argument] is None and argument not in fixed:
+            raise ValueError(f"the {method!r} preprocessing needs its training {argument} "
+                             f"per channel: pass {STATISTICS_FORM}")
+        if given[argument] is not None:
+            given[argument] = _values(given[argument], argument, method)
+    for argument in ("mean", "std"):
+        if given[argument] is None:  # as many channels as the other statistic
+            other = given["std" if argument == "mean" else "mean"]
+            count = len(other) if other is not None else channels
+            if count is None:
+                raise ValueError(f"the {argument} of the {method!r} preprocessing needs "
+                                 f"the channel count")
+            given[argument] = (0.0 if argument == "mean" else 1.0,) * count
+    mean, std = given["mean"], given["std"]
+    if len(mean) != len(std) or not all(s > 0 for s in std):
+        raise ValueError(
+            f"mean and std need one value per channel and std > 0, got mean={list(mean)}, "
+            f"std={list(std)}")
+    if "mean" in fixed and any(mean):
+        raise ValueError(f"the 'scale' preprocessing has mean 0, got mean={list(mean)} "
+                         f"(use method='mean' or 'meanstd')")
+    if "std" in fixed and any(s != 1 for s in std):
+        raise ValueError(f"the {method!r} preprocessing has std 1, got std={list(std)} "
+                         f"(use method='meanstd')")
+    return method, mean, std
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class PixelNormalization(keras.layers.Layer):
+    """Raw pixels to the net's input: ``(x / 255 - mean) / std`` per channel.
+
+    ``x`` are pixel values in 0..255 (uint8 or float). The arithmetic is the
+    training pipeline's, ``float32(x) * scale + offset`` with the float32
+    ``scale = 1 / (255 std)`` and ``offset = -mean / std`` of
+    :meth:`keras_gresnet.data.Preprocessing.scale_offset`, so the output is
+    what the net was trained on; it runs in float32 under any dtype policy.
+    No weights: the statistics are constants of the config.
+
+    Args:
+        method: ``"scale"``, ``"mean"`` or ``"meanstd"``.
+        mean, std: per channel, in [0, 1] pixel units (the fields of
+            ``Preprocessing.get_config()``); a statistic the method fixes may
+            be left out.
+        channels: the channel count where both are left out (``"scale"``).
+    """
+
+    def __init__(self, method="scale", mean=None, std=None, channels=None, **kwargs):
+        kwargs.setdefault("dtype", "float32")
+        super().__init__(**kwargs)
+        self.method, self.mean, self.std = pixel_statistics(method, mean, std, channels)
+        std32 = np.asarray(self.std, np.float32)
+        self._scale = np.float32(1.0) / (np.float32(255.0) * std32)
+        self._offset = -np.asarray(self.mean, np.float32) / std32
+
+    def call(self, inputs):
+        x = ops.cast(inputs, "float32")
+        return x * ops.convert_to_tensor(self._scale) + ops.convert_to_tensor(self._offset)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return {**super().get_config(), "method": self.method, "mean": list(self.mean),
+                "std": list(self.std)}

@@ -1,0 +1,228 @@
+"""Export (SavedModel, ONNX, LiteRT): each artefact, run by its own runtime,
+computes the Keras model's function on every backend that writes it; the
+others refuse with one line naming the backends that do. The command line,
+and never an overwritten or half-written ``out``."""
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+
+from helpers import randomize_bn
+from keras_gresnet import cli, data, export, zoo
+from keras_gresnet.layers import gate_layers
+
+BACKEND = keras.backend.backend()
+ROOT = Path(__file__).resolve().parents[1]
+SUFFIX = {"tf_saved_model": "", "onnx": ".onnx", "litert": ".tflite"}
+# What writes each format, as measured here (docs/export.md): the backends
+# whose model.export writes it, each with the pip packages its converter
+# needs; a backend not listed cannot.
+CONVERTERS = {
+    "tf_saved_model": {"tensorflow": [], "jax": ["tensorflow"]},
+    "onnx": {"tensorflow": ["tf2onnx", "onnx"], "jax": ["jax2onnx"], "torch": ["onnx"]},
+    "litert": {"tensorflow": [], "torch": ["litert-torch"]},
+}
+
+
+def _installed(package):
+    return importlib.util.find_spec(package.replace("-", "_")) is not None
+
+
+def _gates_matter(model, x, ref):
+    """With every k = 1 the output changes: the exported gates are tested."""
+    gates = gate_layers(model)
+    saved = [float(keras.ops.convert_to_numpy(g.k)) for g in gates]
+    for g in gates:
+        g.k.assign(1.0)
+    plain = keras.ops.convert_to_numpy(model(x, training=False))
+    for g, k in zip(gates, saved):
+        g.k.assign(k)
+    assert np.abs(plain - ref).max() > 1e-3
+
+
+def gated_cifar():
+    """A 1-block-per-stage CIFAR GResNet (16x16 inputs, logits), gates and
+    BN statistics away from their initial values."""
+    model = zoo.gresnet_cifar(n=1, input_shape=(16, 16, 3), classifier_activation=None)
+    randomize_bn(model)
+    for i, gate in enumerate(gate_layers(model)):
+        gate.k.assign(0.3 + 0.5 * i)
+    x = np.random.default_rng(1).normal(size=(3, 16, 16, 3)).astype("float32")
+    return model, x
+
+
+def mlp_on_fashion():
+    """GR's GResNet MLP (d = 2, softmax) on 5 real Fashion-MNIST test images."""
+    model = zoo.gresnet_mlp(depth=2)
+    randomize_bn(model)
+    for gate in gate_layers(model):
+        gate.k.assign(0.4)
+    images, _ = data.load("fashion_mnist", "test")
+    x = (images[:5].reshape(5, -1) / 255.0).astype("float32")
+    return model, x
+
+
+NETS = {"gated_cifar": gated_cifar, "mlp_fashion_mnist": mlp_on_fashion}
+
+
+@pytest.mark.parametrize("net", ["gated_cifar", pytest.param(
+    "mlp_fashion_mnist", marks=pytest.mark.integration)])  # real data
+@pytest.mark.parametrize("format", export.FORMATS)
+def test_artefact_computes_the_keras_model(format, net, tmp_path):
+    model, x = NETS[net]()
+    ref = keras.ops.convert_to_numpy(model(x, training=False))
+    _gates_matter(model, x, ref)
+    out = tmp_path / f"model{SUFFIX[format]}"
+    backends = CONVERTERS[format]
+    if BACKEND not in backends:
+        with pytest.raises(ValueError, match=rf"'{format}' exports on the "
+                           rf"{' or '.join(backends)} backend only, not {BACKEND}"):
+            export.export(model, out, format=format)
+        assert not out.exists() and not list(tmp_path.iterdir())
+        return
+    missing = [p for p in backends[BACKEND] if not _installed(p)]
+    if missing:  # e.g. litert-torch, which pins older typing-extensions
+        with pytest.raises(export.ToolchainNotInstalled, match=f"pip install {missing[0]}"):
+            export.export(model, out, format=format)
+        assert not out.exists()
+        return
+    assert export.export(model, out, format=format) == out
+    assert out.is_dir() if format == "tf_saved_model" else out.is_file()
+    assert [p.name for p in tmp_path.iterdir()] == [out.name]  # no temporary left
+    predict = export.load_exported(out, format)
+    np.testing.assert_allclose(predict(x), ref, atol=1e-4)
+    # A batch of another size: the artefact's batch is not baked in.
+    np.testing.assert_allclose(predict(x[:2]), ref[:2], atol=1e-4)
+
+
+def _working_format():
+    for format, backends in CONVERTERS.items():
+        if BACKEND in backends and all(map(_installed, backends[BACKEND])):
+            return format
+    pytest.fail(f"no export format's converter is installed on {BACKEND}")
+
+
+def test_failure_part_way_leaves_no_out(tmp_path, monkeypatch):
+    model, _ = gated_cifar()
+    format = _working_format()
+    out = tmp_path / "new" / "folder" / f"model{SUFFIX[format]}"
+    written = []
+
+    def broken_export(filepath, format, **kwargs):
+        Path(filepath).write_bytes(b"half an artefact")
+        written.append(filepath)
+        raise RuntimeError("converter crashed")
+
+    monkeypatch.setattr(model, "export", broken_export)
+    with pytest.raises(RuntimeError, match="converter crashed"):
+        export.export(model, out, format=format)
+    assert written and not Path(written[0]).exists()
+    assert list(tmp_path.iterdir()) == []  # not out, its temporary, nor its new folders
+
+
+def test_out_must_be_new_and_fit_the_format(tmp_path):
+    model, _ = gated_cifar()
+    format = _working_format()
+    mine = tmp_path / f"mine{SUFFIX[format]}"
+    mine.mkdir() if format == "tf_saved_model" else mine.write_bytes(b"my file")
+    with pytest.raises(ValueError, match="exists; an export is never written over"):
+        export.export(model, mine, format=format)
+    assert mine.is_dir() or mine.read_bytes() == b"my file"
+    with pytest.raises(ValueError, match=r"out must end in \.onnx"):
+        export.export(model, tmp_path / "model.tflite", format="onnx")
+    with pytest.raises(ValueError, match="Unknown format 'pb'; accepted: 'tf_saved_model', "
+                       "'onnx', 'litert'"):
+        export.export(model, tmp_path / "m", format="pb")
+    with pytest.raises(ValueError, match="bare .weights.h5"):
+        model.save_weights(tmp_path / "bare.weights.h5")
+        export.export(str(tmp_path / "bare.weights.h5"), tmp_path / "m.onnx", format="onnx")
+    assert not (tmp_path / "m.onnx").exists() and not (tmp_path / "m").exists()
+
+
+def test_a_preset_folder_exports_its_model(tmp_path):
+    model = zoo.gresnet_mlp(depth=2)
+    randomize_bn(model)
+    x = np.random.default_rng(2).uniform(size=(4, 784)).astype("float32")
+    preset = zoo.save_preset(model, tmp_path / "preset", builder="gresnet_mlp",
+                             builder_kwargs=dict(depth=2))
+    format = _working_format()
+    out = export.export(str(preset), tmp_path / f"m{SUFFIX[format]}", format=format)
+    np.testing.assert_allclose(export.load_exported(out)(x),
+                               keras.ops.convert_to_numpy(model(x, training=False)), atol=1e-4)
+
+
+def test_cli_bad_format_is_one_line(tmp_path, capsys):
+    model, _ = gated_cifar()
+    model.save(tmp_path / "model.keras")
+    code = cli.main(["export", str(tmp_path / "model.keras"), "--format", "pb",
+                     "--out", str(tmp_path / "m.pb")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "--format 'pb'" in err and "'tf_saved_model', 'onnx', 'litert'" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.keras"]
+
+
+def test_cli_existing_out_is_left_untouched(tmp_path, capsys):
+    model, _ = gated_cifar()
+    model.save(tmp_path / "model.keras")
+    format = _working_format()
+    mine = tmp_path / f"mine{SUFFIX[format] or '.pb'}"
+    mine.write_bytes(b"my file")
+    code = cli.main(["export", str(tmp_path / "model.keras"), "--format", format,
+                     "--out", str(mine)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and f"--out '{mine}' exists" in err
+    assert mine.read_bytes() == b"my file"
+
+
+def _env():
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND=BACKEND)
+
+
+@pytest.mark.integration
+def test_cli_exports_a_keras_file(tmp_path):
+    model, x = gated_cifar()
+    model.save(tmp_path / "model.keras")
+    format = _working_format()
+    out = tmp_path / f"exported{SUFFIX[format]}"
+    done = subprocess.run(
+        [sys.executable, "-m", "keras_gresnet.cli", "export", str(tmp_path / "model.keras"),
+         "--format", format, "--out", str(out)],
+        cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"as {format}: {out}" in done.stdout
+    np.testing.assert_allclose(export.load_exported(out, format)(x),
+                               keras.ops.convert_to_numpy(model(x, training=False)), atol=1e-4)
+
+
+@pytest.mark.integration
+def test_a_run_folder_exports_its_model(tmp_path):
+    from keras_gresnet import training
+
+    run = training.train("gresnet_mlp", model_kwargs=dict(depth=2), dataset="fashion_mnist",
+                         out=tmp_path / "run", epochs=1, max_train_examples=256,
+                         max_test_examples=64, verbose=0)
+    trained, _ = training.load_run(run.out)
+    _, x = mlp_on_fashion()
+    x = x.reshape((-1, *trained.input_shape[1:]))  # the run's model takes images
+    format = _working_format()
+    out = export.export(str(run.out), tmp_path / f"m{SUFFIX[format]}", format=format)
+    np.testing.assert_allclose(export.load_exported(out)(x),
+                               keras.ops.convert_to_numpy(trained(x, training=False)),
+                               atol=1e-4)
+
+
+@pytest.mark.integration
+def test_import_needs_no_tensorflow():
+    code = ("import sys, keras_gresnet.export as e; e.check_format('onnx', backend='torch'); "
+            "assert 'tensorflow' not in sys.modules, 'tensorflow imported'")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT,
+                          env=dict(_env(), KERAS_BACKEND="jax"), capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
