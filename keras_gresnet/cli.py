@@ -404,9 +404,10 @@ def build_parser():
         "--model.dropout 0.3 or --recipe.dropout 0.3.",
     )
     p.add_argument("model")
-    p.add_argument("--dataset", help="mnist, fashion_mnist, cifar10, cifar100 (default: the paper's)")
-    p.add_argument("--recipe", help="gr_mnist, preact_cifar, preact_cifar_he, wrn_cifar "
+    p.add_argument("--dataset", help="mnist, fashion_mnist, cifar10, cifar100, imagenet2012 "
                    "(default: the paper's)")
+    p.add_argument("--recipe", help="gr_mnist, preact_cifar, preact_cifar_he, he_cifar, "
+                   "wrn_cifar, he_imagenet (default: the paper's)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="run folder (default runs/MODEL-DATASET-seedSEED)")
     p.add_argument("--overwrite", action="store_true", help="retrain a finished run folder")

@@ -53,15 +53,15 @@ NOT_YET_TRAINED = [
          dataset="cifar10", preprocessing="mean",
          command="keras-gresnet train resnet_cifar --n 5 --dataset cifar10  # GR Table 3: 7.16%"),
     dict(name="preact_resnet110_cifar10", builder="preact_resnet110", builder_kwargs={},
-         dataset="cifar10", preprocessing="mean",
+         dataset="cifar10", preprocessing="meanstd",
          command="keras-gresnet train preact_resnet110 --dataset cifar10 --recipe "
                  "preact_cifar_he  # HE: 6.37%"),
     dict(name="preact_resnet164_cifar10", builder="preact_resnet164", builder_kwargs={},
-         dataset="cifar10", preprocessing="mean",
+         dataset="cifar10", preprocessing="meanstd",
          command="keras-gresnet train preact_resnet164 --dataset cifar10 --recipe "
                  "preact_cifar_he  # HE: 5.46%"),
     dict(name="preact_resnet1001_cifar10", builder="preact_resnet1001", builder_kwargs={},
-         dataset="cifar10", preprocessing="mean",
+         dataset="cifar10", preprocessing="meanstd",
          command="keras-gresnet train preact_resnet1001 --dataset cifar10 --recipe "
                  "preact_cifar_he  # HE: 4.92%"),
     dict(name="wide_gresnet28_10_cifar10", builder="wide_gresnet",
@@ -73,9 +73,9 @@ NOT_YET_TRAINED = [
          command="keras-gresnet train wide_gresnet --n 4 --widen-factor 10 --dataset cifar100"
                  "  # GR: 18.27%"),
     dict(name="preact_resnet200_imagenet", builder="preact_resnet200", builder_kwargs={},
-         dataset="imagenet", input_shape=[224, 224, 3], classes=1000, preprocessing="mean",
-         command="HE's ImageNet recipe (lr 0.1, /10 at epochs 30 and 60, batch 256): no "
-                 "ImageNet pipeline in keras_gresnet.data yet  # HE: 20.7% top-1 at 320 crop"),
+         dataset="imagenet", input_shape=[224, 224, 3], classes=1000, preprocessing="meanstd",
+         command="keras-gresnet train preact_resnet200 --dataset imagenet2012  # HE Table 5: "
+                 "20.7% top-1 at a 320 crop (HE's ImageNet recipe: he_imagenet)"),
 ]
 
 

@@ -51,3 +51,16 @@ def test_preact_cifar_end_to_end_on_cifar10_files(tmp_path):
     reloaded = training.evaluate(out)["test_accuracy"]
     assert reloaded == pytest.approx(run.results["test_accuracy"], abs=1e-6)
     assert run.results["epochs"] == 4
+
+
+def test_wrn_cifar_trains_with_reflected_crops_and_meanstd(tmp_path):
+    """WRN's recipe reaches the pipeline a run trains on: reflection-padded
+    crops (WRN scripts/train_cifar.sh) and mean/std normalisation."""
+    synthetic.write_synthetic("cifar10", tmp_path / "data", 5 * 16, 32, seed=2)
+    out = tmp_path / "run"
+    training.train("wide_resnet", model_kwargs=dict(n=1, widen_factor=1), dataset="cifar10",
+                   data_dir=tmp_path / "data", epochs=4, batch_size=40, out=out, verbose=0)
+    config = json.loads((out / "config.json").read_text())
+    assert config["recipe"]["name"] == "wrn_cifar"
+    assert config["data"]["pad_mode"] == "reflect" and config["data"]["augment"] is True
+    assert config["data"]["preprocessing"]["method"] == "meanstd"

@@ -297,6 +297,42 @@ def test_crop_and_flip_known_offsets():
     np.testing.assert_array_equal(out[0], shifted[:, ::-1])
 
 
+@pytest.mark.parametrize("crop_and_flip", [data.tfdata.crop_and_flip,
+                                           data.numpydata.crop_and_flip])
+def test_a_reflected_crop_is_numpys_reflect_pad_cropped(crop_and_flip):
+    """WRN's reflection padding (scripts/train_cifar.sh, train.lua:103-117;
+    nn.SpatialReflectionPadding does not repeat the border pixel) is
+    ``np.pad(mode="reflect")``, in both pipelines."""
+    rng = np.random.default_rng(2)
+    images = rng.normal(size=(3, 7, 6, 2)).astype(np.float32)
+    offsets, flips = np.array([[0, 0], [4, 1], [2, 2]]), np.array([False, True, False])
+    out = np.asarray(crop_and_flip(images, offsets, flips, 2, "reflect"))
+    for image, (row, col), flip, crop in zip(images, offsets, flips, out):
+        expected = np.pad(image, ((2, 2), (2, 2), (0, 0)), mode="reflect")[row:row + 7,
+                                                                          col:col + 6]
+        np.testing.assert_array_equal(crop, expected[:, ::-1] if flip else expected)
+    assert out[0, 0, 0, 0] == images[0, 2, 2, 0]  # the corner mirrors row 2, column 2
+    # Zero padding differs at the border and nowhere else.
+    zero = np.asarray(crop_and_flip(images, offsets, flips, 2))
+    assert not zero[0, :2].any() and zero[0, :2].shape == out[0, :2].shape
+    assert np.abs(out[0, :2]).min() > 0
+    np.testing.assert_array_equal(zero[2], out[2])  # the centre crop: no padding seen
+    with pytest.raises(ValueError, match="pad_mode='edge'; accepted: 'zero', 'reflect'"):
+        data.make_dataset(images, np.zeros(3), pad_mode="edge")
+
+
+def test_pipeline_passes_pad_mode_and_records_it(tmp_path):
+    synthetic.write_synthetic("cifar10", tmp_path, 10, 4, seed=1)
+    batches = {}
+    for pad_mode in ("zero", "reflect"):
+        p = data.pipeline("cifar10", data_dir=str(tmp_path), augment=True, batch_size=50,
+                          pad_mode=pad_mode, seed=0)
+        assert p.config["pad_mode"] == pad_mode
+        batches[pad_mode] = first_batch(p.train)
+    np.testing.assert_array_equal(batches["zero"][1], batches["reflect"][1])  # same order
+    assert not np.array_equal(batches["zero"][0], batches["reflect"][0])
+
+
 def test_augmentation_params_are_uniform_and_seeded():
     offsets, flips = data.augmentation_params(4000, tf.constant([1, 2]), padding=4)
     offsets, flips = offsets.numpy(), flips.numpy()
@@ -387,6 +423,7 @@ def test_train_epochs_are_a_function_of_seed_and_epoch():
 @pytest.mark.parametrize("options", [
     dict(shuffle=True, augment=True, padding=2, epochs=(1, 3)),
     dict(shuffle=True, augment=True, padding=4, drop_remainder=True, epochs=(0, 2)),
+    dict(shuffle=True, augment=True, padding=3, pad_mode="reflect", epochs=(0, 2)),
     dict(shuffle=True, flatten=True, epochs=(5, 6)),
     dict(),  # a test set: one pass, in order
 ])
@@ -496,6 +533,7 @@ def test_drop_remainder_flatten_and_steps(mnist_dir):
         (dict(validation_split=1.0), r"validation_split must be a number in \[0, 1\), got 1.0"),
         (dict(validation_split=-0.1), r"validation_split must be a number in \[0, 1\)"),
         (dict(padding=-1), r"padding must be an integer >= 0"),
+        (dict(pad_mode="wrap"), r"pad_mode='wrap'; accepted: 'zero', 'reflect'"),
     ],
 )
 def test_pipeline_argument_errors(kwargs, message):
@@ -517,3 +555,83 @@ def test_load_and_make_dataset_argument_errors():
         data.make_dataset(images, np.zeros(4), preprocessing=gray)
     with pytest.raises(ValueError, match="empty train or validation set"):
         data.split_indices(4, 0.1)
+
+
+# --------------------------------------------------------------------------
+# HE's ImageNet data (fb.resnet.torch), through tfds' mock imagenet2012.
+
+
+@pytest.mark.tensorflow_only
+def test_imagenet_pipeline_on_tfds_mock_data(tmp_path):
+    with tfds.testing.mock_data(num_examples=6):
+        p = data.pipeline("imagenet2012", data_dir=str(tmp_path), preprocessing="meanstd",
+                          batch_size=4, augment=True, seed=1, max_train_examples=6,
+                          max_test_examples=5)
+        again = data.pipeline("imagenet2012", data_dir=str(tmp_path), preprocessing="meanstd",
+                              batch_size=4, augment=True, seed=1, max_train_examples=6,
+                              max_test_examples=5)
+        train = [(x.numpy(), y.numpy()) for x, y in p.train]
+        epochs = [(x.numpy(), y.numpy()) for x, y in p.train_epochs(0, 2)]
+        repeat = [(x.numpy(), y.numpy()) for x, y in again.train_epochs(0, 2)]
+        test = [(x.numpy(), y.numpy()) for x, y in p.test]
+    assert (p.num_train, p.num_test, p.steps_per_epoch, p.num_classes) == (6, 5, 2, 1000)
+    assert p.input_shape == (224, 224, 3) and p.validation is None
+    assert [x.shape for x, _ in train] == [(4, 224, 224, 3), (2, 224, 224, 3)]
+    assert [x.shape for x, _ in test] == [(4, 224, 224, 3), (1, 224, 224, 3)]
+    for x, y in train + test:
+        assert x.dtype == np.float32 and y.dtype == np.int32 and 0 <= y.min() <= y.max() < 1000
+    # fb's fixed statistics: pixels in [0, 1], (x - mean) / std.
+    assert p.config["preprocessing"] == {"method": "meanstd", "mean": [0.485, 0.456, 0.406],
+                                         "std": [0.229, 0.224, 0.225]}
+    from keras_gresnet.data import imagenet
+
+    with tfds.testing.mock_data(num_examples=6):
+        raw = next(iter(tfds.load("imagenet2012", split="validation", data_dir=str(tmp_path))))
+    expected = (imagenet.center_crop(raw["image"]).numpy() / 255 - np.array(imagenet.MEAN)) \
+        / np.array(imagenet.STD)
+    np.testing.assert_allclose(test[0][0][0], expected, atol=1e-4)
+    assert test[0][1][0] == raw["label"].numpy()
+    # Epochs: a function of (seed, epoch); each epoch sees every example once.
+    assert len(epochs) == 4
+    for (x1, y1), (x2, y2) in zip(epochs, repeat, strict=True):
+        np.testing.assert_array_equal(y1, y2)
+        np.testing.assert_array_equal(x1, x2)
+    labels = [np.sort(np.concatenate([y for _, y in epochs[i:i + 2]])) for i in (0, 2)]
+    np.testing.assert_array_equal(labels[0], labels[1])
+    assert not np.array_equal(epochs[0][0], epochs[2][0])  # new crops / order each epoch
+    # The test crops are not augmented: the same in every pass.
+    with tfds.testing.mock_data(num_examples=6):
+        np.testing.assert_array_equal(first_batch(p.test)[0], test[0][0])
+
+
+@pytest.mark.tensorflow_only
+def test_imagenet_crops_follow_fb_resnet_torch():
+    from keras_gresnet.data import imagenet
+
+    image = np.arange(300 * 256 * 3, dtype=np.float32).reshape(300, 256, 3) % 251
+    # Test: shorter side 256 (already), central 224.
+    centre = imagenet.center_crop(tf.constant(image)).numpy()
+    np.testing.assert_allclose(centre, image[38:262, 16:240], atol=1e-3)
+    assert imagenet.center_crop(tf.constant(image), 320).shape == (320, 320, 3)
+    # Train: seeded, 224 x 224, and not the centre crop.
+    seed = tf.constant([3, 4], tf.int64)
+    crop = imagenet.random_sized_crop(tf.constant(image), seed).numpy()
+    np.testing.assert_array_equal(crop, imagenet.random_sized_crop(tf.constant(image),
+                                                                  seed).numpy())
+    assert crop.shape == (224, 224, 3) and not np.allclose(crop, centre)
+    crops = [imagenet.random_sized_crop(tf.constant(image), tf.constant([s, 0], tf.int64))
+             for s in range(5)]
+    assert len({float(tf.reduce_sum(c)) for c in crops}) == 5
+
+
+def test_imagenet_without_its_files_names_manual_dir(tmp_path):
+    with pytest.raises(ValueError, match=r"manual_dir=.*manual' lacks ILSVRC2012_img_train.tar, "
+                                         r"ILSVRC2012_img_val.tar"):
+        data.pipeline("imagenet2012", data_dir=str(tmp_path / "tfds"), preprocessing="meanstd",
+                      manual_dir=str(tmp_path / "manual"))
+    for kwargs, message in ((dict(preprocessing="mean"), "ImageNet takes 'meanstd'"),
+                            (dict(preprocessing="meanstd", validation_split=0.1),
+                             "validation_split and flatten are not available")):
+        with pytest.raises(ValueError, match=message):
+            data.pipeline("imagenet2012", data_dir=str(tmp_path / "tfds"), **kwargs)
+    assert not (tmp_path / "manual").exists()

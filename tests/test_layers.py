@@ -10,7 +10,9 @@ from keras_gresnet.layers import (
     UNITS,
     ResidualGate,
     ScaledAdd,
+    ShortcutDropout,
     ShortcutGate,
+    ZeroPadShortcut,
     dense_unit,
     gate_layers,
     residual_unit,
@@ -167,6 +169,108 @@ def test_keras_resnet_v2_unit_arguments():
     assert not any(getattr(layer, "use_bias", False) for layer in model.layers)
 
 
+def test_stride_on_the_first_1x1_or_the_3x3():
+    """HE's CIFAR code strides a bottleneck's first 1x1 (resnet-pre-act.lua:70),
+    fb.resnet.torch its 3x3 (preresnet.lua:101); the unit default is fb's."""
+    for stride_on, strided in (("1x1", 1), ("3x3", 2), (None, 2)):
+        options = {} if stride_on is None else dict(stride_on=stride_on)
+        _, model = _unit_layer_names("preact", block="bottleneck", channels=8, filters=4,
+                                     stride=2, **options)
+        strides = {i: model.get_layer(f"u_{i}_conv").strides for i in (0, 1, 2, 3)}
+        assert strides == {i: (2, 2) if i in (0, strided) else (1, 1) for i in strides}
+        assert model.output.shape == (None, 4, 4, 16)
+    with pytest.raises(ValueError, match="stride_on='1x1'.*block='basic'"):
+        residual_unit(keras.Input((8, 8, 4)), 4, stride_on="1x1")
+
+
+def _source(model, layer):
+    return model.get_layer(layer).input._keras_history.operation.name
+
+
+@pytest.mark.parametrize("preact_type,shortcut_from,f_from", [
+    ("both_preact", "u_preact_relu", "u_preact_relu"),  # fb preresnet.lua:65-67
+    ("branch", "input", "u_preact_relu"),               # preresnet.lua:68-70
+    ("no_preact", "input", "input"),                    # preresnet.lua:120
+])
+def test_preact_type_sets_what_the_shortcut_takes(preact_type, shortcut_from, f_from):
+    x = keras.Input((8, 8, 4), name="input")
+    model = keras.Model(x, residual_unit(x, 8, stride=2, preact_type=preact_type,
+                                         shortcut_projection="zero_pad", name="u_"))
+    assert _source(model, "u_0_zero_pad") == shortcut_from
+    assert _source(model, "u_1_pad") == f_from
+    assert ("u_preact_bn" in [layer.name for layer in model.layers]) == (
+        preact_type != "no_preact")
+    with pytest.raises(ValueError, match="preact_type.*unit='original'"):
+        residual_unit(x, 8, unit="original", preact_type="branch")
+
+
+def test_unit_default_preact_type_shares_the_bn_relu_only_where_it_projects():
+    _, widening = _unit_layer_names("preact", channels=4, filters=8)
+    assert _source(widening, "u_0_conv") == "u_preact_relu"  # HE: the projection's input
+    _, same = _unit_layer_names("preact", channels=8, filters=8)
+    add_inputs = {t._keras_history.operation.name for t in same.get_layer("u_add").input}
+    assert same.input._keras_history.operation.name in add_inputs  # identity: raw x
+
+
+@pytest.mark.parametrize("unit", ["preact", "original"])
+def test_zero_pad_projection_adds_no_weights(unit):
+    x = RNG.normal(size=(2, 8, 8, 4)).astype("float32")
+    _, padded = _unit_layer_names(unit, channels=4, filters=8, stride=2,
+                                  shortcut_projection="zero_pad", preact_type=None)
+    _, projected = _unit_layer_names(unit, channels=4, filters=8, stride=2)
+    names = [layer.name for layer in padded.layers]
+    assert "u_0_conv" not in names and "u_0_bn" not in names
+    # conv projection: 4 x 8 weights, plus a BN (4 x 8) in the original unit only
+    # (fb models/resnet.lua:33-34 vs preresnet.lua:33-34).
+    extra = 32 + (32 if unit == "original" else 0)
+    assert projected.count_params() - padded.count_params() == extra
+    assert ("u_0_bn" in [layer.name for layer in projected.layers]) == (unit == "original")
+    # The unit is h + F with h = the zero-padded, subsampled input (or its
+    # pre-activation): checked against F read from the same model.
+    h_layer = padded.get_layer("u_0_zero_pad")
+    probe = keras.Model(padded.input, [h_layer.input, h_layer.output,
+                                       padded.get_layer("u_add").output])
+    h_in, h, y = probe.predict(x, verbose=0)
+    np.testing.assert_array_equal(h[..., :4], h_in[:, ::2, ::2])
+    np.testing.assert_array_equal(h[..., 4:], 0)
+    f = keras.Model(padded.input, padded.get_layer(
+        "u_2_conv" if unit == "preact" else "u_2_bn").output).predict(x, verbose=0)
+    np.testing.assert_allclose(y, h + f, rtol=1e-5, atol=1e-5)
+    # Pre-activation: h takes the activated input (the width grows: both_preact).
+    assert _source(padded, "u_0_zero_pad") == ("u_preact_relu" if unit == "preact"
+                                               else padded.input._keras_history.operation.name)
+    with pytest.raises(ValueError, match="zero_pad.*cannot narrow"):
+        residual_unit(keras.Input((8, 8, 16)), 8, shortcut_projection="zero_pad")
+
+
+def test_kernel_initializer_is_fb_fan_out_by_default():
+    """fb.resnet.torch (preresnet.lua:197-200): normal(0, sqrt(2 / (k*k*out))),
+    untruncated; WRN's MSRinit (utils.lua:3-8) uses k*k*in."""
+    keras.utils.set_random_seed(0)
+    fan_out, fan_in = np.sqrt(2 / (9 * 64)), np.sqrt(2 / (9 * 16))
+    for option, std in ((None, fan_out), ("msra_fan_in", fan_in)):
+        x = keras.Input((8, 8, 16))
+        options = {} if option is None else dict(kernel_initializer=option)
+        model = keras.Model(x, residual_unit(x, 64, name="u_", **options))
+        layer = model.get_layer("u_1_conv")  # 3x3, 16 -> 64
+        kernel = keras.ops.convert_to_numpy(layer.kernel)
+        assert kernel.std() == pytest.approx(std, rel=0.03)
+        assert np.abs(kernel).max() > 2.5 * std  # untruncated tails (Keras' he_normal: 2)
+        config = layer.get_config()["kernel_initializer"]
+        assert config["class_name"] == "VarianceScaling"
+        assert {k: config["config"][k] for k in ("scale", "mode", "distribution")} == dict(
+            scale=2.0, mode="fan_out" if option is None else "fan_in",
+            distribution="untruncated_normal")
+    x = keras.Input((8, 8, 16))  # one Initializer for every conv: each draws its own
+    model = keras.Model(x, residual_unit(
+        x, 16, kernel_initializer=keras.initializers.HeNormal(), name="u_"))
+    k1, k2 = (keras.ops.convert_to_numpy(model.get_layer(f"u_{i}_conv").kernel)
+              for i in (1, 2))
+    assert k1.shape == k2.shape and not np.allclose(k1, k2)
+    with pytest.raises(ValueError, match="kernel_initializer must be one of"):
+        residual_unit(keras.Input((8, 8, 4)), 4, kernel_initializer="msra")
+
+
 @pytest.mark.parametrize("kwargs,message", [
     (dict(subsample="avg"), "subsample='avg'.*'pool'"),
     (dict(naming="torch"), "naming='torch'.*'keras'"),
@@ -204,14 +308,55 @@ def test_conv_shortcut_projects_every_unit():
     assert "u_0_conv" not in [layer.name for layer in _unit_model("identity").layers]
 
 
-def test_dropout_shortcut_is_identity_at_inference_and_drops_in_training():
+def test_dropout_shortcut_scales_h_by_one_half_as_he_describes():
+    """HE Table 1: dropout on the shortcut "imposes a scale of lambda with an
+    expectation of 0.5": the unit is 0.5 x + F at inference, and a training
+    step keeps each element of x unscaled (not x / 0.5, as Keras' Dropout)."""
     x = RNG.normal(size=(3, 6, 6, 4)).astype("float32")
     dropped, identity = _unit_model("dropout"), _unit_model("identity")
     assert dropped.get_layer("u_shortcut_dropout").rate == 0.5
-    np.testing.assert_allclose(dropped.predict(x, verbose=0), identity.predict(x, verbose=0),
-                               rtol=1e-6, atol=1e-6)
-    train_out = keras.ops.convert_to_numpy(dropped(x, training=True))
-    assert not np.allclose(train_out, keras.ops.convert_to_numpy(identity(x, training=True)))
+    f = identity.predict(x, verbose=0) - x  # same weights, same F
+    np.testing.assert_allclose(dropped.predict(x, verbose=0), 0.5 * x + f,
+                               rtol=1e-5, atol=1e-5)
+    layer = dropped.get_layer("u_shortcut_dropout")
+    probe = keras.Model(dropped.input, [layer.input, layer.output, dropped.output])
+    x_in, h, y = (keras.ops.convert_to_numpy(t) for t in probe(x, training=True))
+    kept = h == x_in
+    assert (kept | (h == 0)).all()  # each element x or 0, never 2x
+    assert 0.35 < kept.mean() < 0.65
+    f_train = keras.ops.convert_to_numpy(keras.Model(
+        dropped.input, dropped.get_layer("u_2_conv").output)(x, training=True))
+    np.testing.assert_allclose(y, h + f_train, rtol=1e-5, atol=1e-5)
+
+
+def test_shortcut_dropout_expectation_is_half_in_training_and_inference():
+    x = np.linspace(-2, 2, 4000).astype("float32").reshape(1, 4000)
+    layer = ShortcutDropout(0.5, seed=3)
+    samples = np.stack([keras.ops.convert_to_numpy(layer(x, training=True))
+                        for _ in range(1000)])
+    assert set(np.unique(np.round(samples / np.where(x == 0, 1, x), 5))) <= {0.0, 1.0}
+    np.testing.assert_allclose(samples.mean(axis=0), 0.5 * x, atol=0.2)  # per element
+    assert abs((samples / np.where(x == 0, 1, x)).mean() - 0.5) < 0.01  # E[lambda] = 0.5
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(layer(x)), 0.5 * x, rtol=1e-6)
+    quarter = ShortcutDropout(0.75)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(quarter(x)), 0.25 * x, rtol=1e-6)
+    config = layer.get_config()
+    assert config["rate"] == 0.5 and config["seed"] == 3
+    assert ShortcutDropout.from_config(config).get_config() == config
+    with pytest.raises(ValueError, match=r"rate must be a number in \[0, 1\)"):
+        ShortcutDropout(1.0)
+
+
+def test_zero_pad_shortcut_is_fb_type_a():
+    """fb.resnet.torch's shortcutType A: a 1x1 stride-2 subsampling, then
+    zero channels appended after x's own."""
+    x = RNG.normal(size=(2, 7, 6, 3)).astype("float32")
+    out = keras.ops.convert_to_numpy(ZeroPadShortcut(8, 2)(x))
+    assert out.shape == (2, 4, 3, 8)
+    np.testing.assert_array_equal(out[..., :3], x[:, ::2, ::2])
+    np.testing.assert_array_equal(out[..., 3:], 0)
+    assert ZeroPadShortcut(8, 2).compute_output_shape((None, 7, 6, 3)) == (None, 4, 3, 8)
+    assert ZeroPadShortcut.from_config(ZeroPadShortcut(8, 2).get_config()).stride == 2
 
 
 def test_scaling_shortcut_scales_both_branches():

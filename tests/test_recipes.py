@@ -23,29 +23,47 @@ def lr_at(schedule, steps):
 # The recipes' numbers, as the papers state them: GR's MNIST runs (GR Tables
 # 1-2: Nadam, lr 0.002, 100 epochs, batch 128); GR's CIFAR runs (GR Table 3, after
 # HE: SGD, Nesterov momentum 0.9, lr 0.1 /10 at 50% and 75%, decay 1e-4, batch 128);
-# HE's own CIFAR training (lr /10 at 32k and 48k iterations, stop at 64k); WRN's
-# (lr x0.2 at epochs 60, 120, 160 of 200, decay 5e-4, dropout 0.3).
+# HE's own CIFAR training (lr 0.01 for 400 iterations, then 0.1 /10 at 32k and
+# 48k iterations, stop at 64k; fb.resnet.torch's per-channel mean/std); WRN's
+# (lr x0.2 when 1-based epochs 60, 120, 160 of 200 start, decay 5e-4, dropout 0.3,
+# reflection padding); HE's ImageNet (fb.resnet.torch: /10 every 30 epochs, 90
+# epochs, batch 256). The papers' code decays every parameter (Torch's optim.sgd).
 
 
 SGD_NESTEROV = dict(optimizer_name="sgd", optimizer_kwargs={"momentum": 0.9, "nesterov": True})
-CIFAR = dict(SGD_NESTEROV, learning_rate=0.1, batch_size=128, augment=True, bn_momentum=0.9)
+CIFAR = dict(SGD_NESTEROV, learning_rate=0.1, batch_size=128, augment=True, bn_momentum=0.9,
+             decay="all")
+HE_CIFAR = dict(CIFAR, warmup_steps=400, warmup_lr=0.01)
 PAPER_NUMBERS = {
     "gr_mnist": dict(
         optimizer_name="keras1_nadam", optimizer_kwargs={"beta_1": 0.9}, learning_rate=0.002,
         epochs=100, batch_size=128, weight_decay=0.0, preprocessing="scale", augment=False,
-        lr_milestones=(),
+        lr_milestones=(), warmup_steps=0,
     ),
     "preact_cifar": dict(
         CIFAR, weight_decay=1e-4, preprocessing="mean", epochs=164, dropout=0.0,
         lr_milestones=(0.5, 0.75), lr_milestone_unit="fraction", lr_factor=0.1,
+        warmup_steps=0, pad_mode="zero",
+    ),
+    "he_cifar": dict(
+        HE_CIFAR, weight_decay=1e-4, preprocessing="meanstd", epochs=164,
+        lr_milestones=(0.5, 0.75), lr_milestone_unit="fraction", lr_factor=0.1,
+        pad_mode="zero",
     ),
     "preact_cifar_he": dict(
-        CIFAR, weight_decay=1e-4, preprocessing="mean", max_steps=64000,
+        HE_CIFAR, weight_decay=1e-4, preprocessing="meanstd", max_steps=64000,
         lr_milestones=(32000, 48000), lr_milestone_unit="step", lr_factor=0.1,
+        pad_mode="zero",
     ),
     "wrn_cifar": dict(
         CIFAR, weight_decay=5e-4, preprocessing="meanstd", epochs=200, dropout=0.3,
-        lr_milestones=(0.3, 0.6, 0.8), lr_milestone_unit="fraction", lr_factor=0.2,
+        lr_milestones=(59 / 200, 119 / 200, 159 / 200), lr_milestone_unit="fraction",
+        lr_factor=0.2, warmup_steps=0, pad_mode="reflect",
+    ),
+    "he_imagenet": dict(
+        SGD_NESTEROV, learning_rate=0.1, batch_size=256, epochs=90, weight_decay=1e-4,
+        decay="all", lr_milestones=(30, 60), lr_milestone_unit="epoch", lr_factor=0.1,
+        warmup_steps=0, preprocessing="meanstd", augment=True, bn_momentum=0.9,
     ),
 }
 
@@ -56,9 +74,47 @@ def test_recipes_hold_the_papers_numbers(name):
     config = recipe.get_config()
     config["lr_milestones"] = tuple(config["lr_milestones"])
     for field, value in PAPER_NUMBERS[name].items():
-        assert config[field] == value, field
-    assert not recipe.k_decay and recipe.warmup_steps == 0  # GR: k decay hurts
+        assert getattr(recipe, field) == value, field
+    assert not recipe.k_decay  # GR: k decay hurts
     assert recipe.citation and recipe.name == name
+    assert set(PAPER_NUMBERS) == set(RECIPES)
+
+
+def test_gr_mnist_config_is_what_its_recorded_runs_hold():
+    """GR's MNIST recipe is unchanged: its config has no new field, so a
+    recorded run resumes with today's defaults."""
+    import pathlib
+
+    results = pathlib.Path(__file__).resolve().parents[1] / "zoo" / "results" / "mnist" / "runs"
+    paths = sorted(results.glob("*/config.json"))
+    assert paths
+    for path in paths:
+        with open(path) as f:
+            recorded = json.load(f)["recipe"]
+        if recorded["name"] == "gr_mnist" and recorded["epochs"] == 100:
+            assert RECIPES["gr_mnist"].get_config() == recorded, path
+
+
+def test_old_configs_keep_their_meaning():
+    """A config recorded before ``decay`` and ``pad_mode`` existed was trained
+    with kernel-only decay and zero padding: it loads so, and a recipe that
+    holds those values writes the config it had."""
+    old = RECIPES["wrn_cifar"].get_config()
+    del old["decay"], old["pad_mode"]
+    recipe = recipes.Recipe.from_config(old)
+    assert (recipe.decay, recipe.pad_mode) == ("kernels", "zero")
+    # Written out where wrn_cifar's defaults differ (a command line keeps them).
+    assert (recipe.get_config()["decay"], recipe.get_config()["pad_mode"]) == ("kernels", "zero")
+    assert recipes.Recipe.from_config(recipe.get_config()) == recipe
+    new = RECIPES["wrn_cifar"].get_config()
+    assert (new["decay"], new["pad_mode"]) == ("all", "reflect")
+    assert recipes.Recipe.from_config(new) == RECIPES["wrn_cifar"]
+    # GR's MNIST recipe, and one of no registered name, write neither.
+    assert not {"decay", "pad_mode"} & set(RECIPES["gr_mnist"].get_config())
+    mine = dataclasses.replace(RECIPES["gr_mnist"], name="mine")
+    assert "decay" not in mine.get_config()
+    assert recipes.Recipe.from_config(mine.get_config()) == mine
+    assert get_recipe("gr_mnist", decay="all").get_config()["decay"] == "all"
 
 
 # --------------------------------------------------------------------------
@@ -77,11 +133,14 @@ def test_preact_schedule_fractions_of_the_run():
     assert RECIPES["preact_cifar"].milestone_steps(391) == (82 * 391, 123 * 391)
 
 
-def test_wrn_schedule_epochs_60_120_160_of_200():
+def test_wrn_schedule_drops_when_its_epochs_60_120_160_start():
+    """WRN's train.lua:173-181 multiplies by 0.2 when the 1-based epoch 60
+    starts: after 59 epochs (0-based epoch 59)."""
     recipe = RECIPES["wrn_cifar"]
-    assert recipe.milestone_steps(10) == (600, 1200, 1600)
+    assert recipe.milestone_steps(10) == (590, 1190, 1590)
+    assert recipe.milestone_steps(391) == (59 * 391, 119 * 391, 159 * 391)
     np.testing.assert_allclose(
-        lr_at(recipe.learning_rate_schedule(10), [0, 599, 600, 1199, 1200, 1599, 1600, 1999]),
+        lr_at(recipe.learning_rate_schedule(10), [0, 589, 590, 1189, 1190, 1589, 1590, 1999]),
         [0.1, 0.1, 0.02, 0.02, 0.004, 0.004, 0.0008, 0.0008],
         rtol=1e-6,
     )
@@ -89,29 +148,48 @@ def test_wrn_schedule_epochs_60_120_160_of_200():
 
 def test_he_iteration_schedule_and_length():
     recipe = RECIPES["preact_cifar_he"]
-    # Iteration milestones do not depend on the epoch length.
+    # Iteration milestones do not depend on the epoch length; HE's warm-up
+    # (lr 0.01 for the first 400 iterations, HE appendix) comes first.
     for steps_per_epoch in (391, 100):
         schedule = recipe.learning_rate_schedule(steps_per_epoch)
-        np.testing.assert_allclose(
-            lr_at(schedule, [0, 31999, 32000, 47999, 48000, 63999]),
-            [0.1, 0.1, 0.01, 0.01, 0.001, 0.001],
-            rtol=1e-6,
-        )
+        steps = [0, 399, 400, 31999, 32000, 47999, 48000, 63999]
+        expected = [0.01, 0.01, 0.1, 0.1, 0.01, 0.01, 0.001, 0.001]
+        np.testing.assert_allclose(lr_at(schedule, steps), expected, rtol=1e-6)
+        assert [recipe.learning_rate_at(s, steps_per_epoch) for s in steps] == \
+            pytest.approx(expected)
     assert recipe.total_steps(391) == 64000 and recipe.fit_epochs(391) == 164  # ~164 epochs
 
 
-def test_warmup_then_schedule():
-    recipe = get_recipe("preact_cifar_he", warmup_steps=400, warmup_lr=0.01)
+def test_he_cifar_warms_up_then_drops_at_half_and_three_quarters():
+    recipe = RECIPES["he_cifar"]
+    assert recipe.milestone_steps(391) == (82 * 391, 123 * 391)
     np.testing.assert_allclose(
-        lr_at(recipe.learning_rate_schedule(391), [0, 200, 399, 400, 31999, 32000, 48000]),
-        [0.01, 0.01, 0.01, 0.1, 0.1, 0.01, 0.001],
+        lr_at(recipe.learning_rate_schedule(391),
+              [0, 399, 400, 82 * 391 - 1, 82 * 391, 123 * 391 - 1, 123 * 391]),
+        [0.01, 0.01, 0.1, 0.1, 0.01, 0.01, 0.001],
+        rtol=1e-6,
+    )
+    # No warm-up in GR's form of the recipe (GR does not state one).
+    assert lr_at(RECIPES["preact_cifar"].learning_rate_schedule(391), [0, 399]) == \
+        pytest.approx([0.1, 0.1])
+
+
+def test_warmup_then_schedule():
+    recipe = get_recipe("preact_cifar_he", warmup_steps=200, warmup_lr=0.02)
+    np.testing.assert_allclose(
+        lr_at(recipe.learning_rate_schedule(391), [0, 100, 199, 200, 31999, 32000, 48000]),
+        [0.02, 0.02, 0.02, 0.1, 0.1, 0.01, 0.001],
         rtol=1e-6,
     )
     with pytest.raises(ValueError, match="warmup_lr=None: expected a number"):
         get_recipe("preact_cifar", warmup_steps=400)
-    with pytest.raises(ValueError, match="come after warmup_steps=600"):
-        recipe = get_recipe("preact_cifar", epochs=10, warmup_steps=600, warmup_lr=0.01)
-        recipe.learning_rate_schedule(100)
+    # A milestone inside the warm-up (a short run) shows when the warm-up ends.
+    recipe = get_recipe("preact_cifar", epochs=10, warmup_steps=600, warmup_lr=0.01)
+    np.testing.assert_allclose(
+        lr_at(recipe.learning_rate_schedule(100), [0, 599, 600, 749, 750, 999]),
+        [0.01, 0.01, 0.01, 0.01, 0.001, 0.001],
+        rtol=1e-6,
+    )
 
 
 def test_constant_schedule_and_epoch_milestones():
@@ -195,6 +273,8 @@ def test_unknown_names_and_fields():
         (dict(weight_decay=-1e-4), "weight_decay=-0.0001: expected a number >= 0"),
         (dict(dropout=1.0), "dropout=1.0: expected a number >= 0 and < 1"),
         (dict(learning_rate="0.1"), "learning_rate='0.1': expected a number"),
+        (dict(decay="bn"), "Recipe field decay='bn': expected one of 'all', 'kernels'"),
+        (dict(pad_mode="edge"), "Recipe field pad_mode='edge': expected one of 'zero', 'reflect'"),
     ],
 )
 def test_invalid_values(overrides, message):
@@ -236,13 +316,13 @@ def test_decay_loss_is_half_wd_times_sum_of_kernel_squares(tiny_gresnet):
     model, kernels, gates = tiny_gresnet
     assert len(gates) == 2 and len(kernels) == 6  # stem, 2 x 2 block layers, classifier
     hand_sum = sum(np.size(k) * (0.1 * (i + 1)) ** 2 for i, k in enumerate(kernels))
-    decayed = recipes.apply_weight_decay(model, 1e-2)
+    decayed = recipes.apply_weight_decay(model, 1e-2, decay="kernels")
     assert {v.path for v in decayed} == {v.path for v in kernels}  # no gate, bias, BN
     assert decay_loss(model) == pytest.approx(1e-2 / 2 * hand_sum, rel=1e-5)
-    recipes.apply_weight_decay(model, 1e-2, k_decay=True)
+    recipes.apply_weight_decay(model, 1e-2, k_decay=True, decay="kernels")
     assert decay_loss(model) == pytest.approx(1e-2 / 2 * (hand_sum + 2.0**2 + 3.0**2), rel=1e-5)
     # Idempotent, and k decay / all decay can be switched off again.
-    recipes.apply_weight_decay(model, 1e-2)
+    recipes.apply_weight_decay(model, 1e-2, decay="kernels")
     assert decay_loss(model) == pytest.approx(1e-2 / 2 * hand_sum, rel=1e-5)
     recipes.apply_weight_decay(model, 0.0)
     assert model.losses == []
@@ -270,7 +350,7 @@ def test_fit_step_under_decay_shrinks_kernels_not_gates():
         keras.utils.set_random_seed(1)
         model = zoo.gresnet_mlp(depth=2, units=5, input_shape=(6,), classes=4)
         initial = {v.path: v.numpy() for v in model.weights}
-        recipes.apply_weight_decay(model, weight_decay, k_decay=k_decay)
+        recipes.apply_weight_decay(model, weight_decay, k_decay=k_decay, decay="kernels")
         model.compile(optimizer=keras.optimizers.SGD(0.5), loss="sparse_categorical_crossentropy")
         model.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0)
         return initial, {v.path: v.numpy() for v in model.weights}
@@ -290,14 +370,58 @@ def test_fit_step_under_decay_shrinks_kernels_not_gates():
     assert k_decayed[gate] - plain[gate] == pytest.approx(-0.5 * 0.2 * initial[gate], abs=1e-6)
 
 
-def test_kernel_decay_survives_keras_save_and_load(tmp_path, tiny_gresnet):
+@pytest.mark.parametrize("decay", ["kernels", "all"])
+def test_decay_survives_keras_save_and_load(tmp_path, tiny_gresnet, decay):
     model, _, _ = tiny_gresnet
-    recipes.apply_weight_decay(model, 1e-3)
+    for v in model.trainable_weights:  # BN's beta and the biases start at 0
+        v.assign(v + 0.5)
+    recipes.apply_weight_decay(model, 1e-3, decay=decay)
     path = tmp_path / "m.keras"
     model.save(path)
     restored = keras.saving.load_model(path, safe_mode=True)
     assert decay_loss(restored) == pytest.approx(decay_loss(model), rel=1e-6)
     assert decay_loss(model) > 0
+    # "all" decays more than the kernels.
+    kernels = sum(float(np.sum(v.numpy() ** 2)) for v in model.weights if v.name == "kernel")
+    assert (decay_loss(model) > 1e-3 / 2 * kernels * 1.01) == (decay == "all")
+
+
+def test_the_papers_code_decays_every_parameter_but_gates_and_statistics():
+    """Torch's optim.sgd decays model:getParameters() (fb.resnet.torch
+    train.lua:20-29): kernels, biases, BN gamma and beta; not the moving
+    statistics; GR's gates only with k_decay. One SGD step on a zero loss is
+    minus the decay's gradient, wd * x."""
+    keras.utils.set_random_seed(0)
+    model = zoo.gresnet_cifar(n=1, input_shape=(8, 8, 3), classes=3)
+    for v in model.weights:
+        v.assign(np.full(v.shape, 0.5, np.float32))
+    gates = {gate.k.path for gate in gate_layers(model)}
+    kinds = {v.path.rsplit("/", 1)[-1] for v in model.weights}
+    assert {"kernel", "bias", "gamma", "beta", "moving_mean", "moving_variance"} <= kinds
+    assert gates
+    for k_decay in (False, True):
+        recipe = get_recipe("preact_cifar", weight_decay=0.1, k_decay=k_decay)
+        recipe.apply_to(model)
+        before = {v.path: v.numpy().copy() for v in model.weights}
+        changes = sgd_step_changes(model, np.zeros((2, 8, 8, 3), "float32"), np.zeros(2),
+                                   loss=zero_loss)
+        for v in model.weights:
+            name = v.path.rsplit("/", 1)[-1]
+            decayed = name not in ("moving_mean", "moving_variance") and (
+                v.path not in gates or k_decay)
+            if v.path in changes:
+                expected = -0.1 * before[v.path] if decayed else 0.0
+                np.testing.assert_allclose(changes[v.path], expected, rtol=1e-5, atol=1e-7,
+                                           err_msg=v.path)
+            else:
+                assert not v.trainable, v.path
+    # Kernels only, the option.
+    decayed = recipes.apply_weight_decay(model, 0.1, decay="kernels")
+    assert {v.name for v in decayed} == {"kernel"}
+    assert {v.path for v in recipes.decay_variables(model)} == \
+        {v.path for v in model.trainable_weights} - gates
+    with pytest.raises(ValueError, match="decay must be one of 'all', 'kernels', got 'bn'"):
+        recipes.apply_weight_decay(model, 0.1, decay="bn")
 
 
 def test_weight_decay_argument_check(tiny_gresnet):
@@ -320,8 +444,7 @@ def test_set_bn_momentum_and_apply_to():
     recipe = get_recipe("preact_cifar", k_decay=True)
     assert recipe.apply_to(model) is model
     assert {l.momentum for l in batch_norms} == {0.9}
-    kernels = [v for v in model.weights if v.name == "kernel"]
-    assert len(model.losses) == len(kernels) + len(gate_layers(model))
-    decayed = kernels + [gate.k for gate in gate_layers(model)]
+    decayed = model.trainable_weights  # the papers' code: every parameter
+    assert len(model.losses) == len(decayed)
     expected = 1e-4 / 2 * sum(float(np.sum(v.numpy() ** 2)) for v in decayed)
     assert decay_loss(model) == pytest.approx(expected, rel=1e-5)

@@ -30,9 +30,23 @@ def read_csv(path):
 def test_defaults_follow_the_papers():
     assert training.default_recipe("gresnet_mlp") == "gr_mnist"
     assert training.default_recipe("wide_gresnet") == "wrn_cifar"
-    assert training.default_recipe("preact_resnet164") == "preact_cifar"
+    # HE's own CIFAR nets: HE's recipe (its warm-up); GR's: GR's form of it.
+    for model in ("preact_resnet110", "preact_resnet164", "preact_resnet1001", "resnet110",
+                  "resnet164", "resnet1001"):
+        assert training.default_recipe(model) == "he_cifar", model
+        assert training.default_dataset(model) == "cifar10", model
+    assert training.default_recipe("gresnet_cifar") == "preact_cifar"
+    assert training.default_recipe("resnet_cifar") == "preact_cifar"
+    # The ImageNet builders: HE's ImageNet recipe and data.
+    for model in ("resnet50", "resnet101", "resnet152", "resnet200", "preact_resnet50",
+                  "preact_resnet200", "gresnet50", "gresnet200", "resnet_imagenet"):
+        assert training.default_recipe(model) == "he_imagenet", model
+        assert training.default_dataset(model) == "imagenet2012", model
     assert training.default_dataset("plain_mlp") == "mnist"
     assert training.default_dataset("gresnet_cifar") == "cifar10"
+    config = training.resolve_config("preact_resnet50")
+    assert config["dataset"] == "imagenet2012" and config["recipe"]["name"] == "he_imagenet"
+    assert config["recipe"]["batch_size"] == 256 and config["recipe"]["lr_milestones"] == [30, 60]
     config = training.resolve_config("wide_resnet", epochs=1)
     assert config["model_kwargs"] == {"dropout": 0.3}  # WRN's dropout from its recipe
     assert config["recipe"]["weight_decay"] == 5e-4 and config["recipe"]["epochs"] == 1
@@ -113,7 +127,7 @@ def test_nan_loss_stops_the_run_with_a_clear_error(tmp_path):
     (dict(model_kwargs=dict()), "missing 1 required positional argument: 'depth'"),
     (dict(model_kwargs=dict(classes=3)), "come from the dataset"),
     (dict(epochz=3), "Unknown Recipe field"),
-    (dict(recipe="he_imagenet"), "recipe name='he_imagenet'"),
+    (dict(recipe="fb_imagenet"), "recipe name='fb_imagenet'"),
     (dict(dataset="svhn"), "dataset='svhn'"),
     (dict(validation_split=1.5), "validation_split must be"),
     (dict(strategy="tpu"), "strategy='tpu'"),
@@ -161,6 +175,10 @@ def test_k_decay_reaches_the_gates_only_when_asked():
         assert all((g.k.regularizer is not None) == k_decay for g in gate_layers(model))
         kernels = [w for w in model.weights if w.name == "kernel"]
         assert kernels and all(w.regularizer is not None for w in kernels)
+        # The papers' code decays BN's gamma and beta too; not the statistics.
+        gammas = [w for w in model.weights if w.name in ("gamma", "beta")]
+        assert gammas and all(w.regularizer is not None for w in gammas)
+        assert all(w.regularizer is None for w in model.non_trainable_weights)
 
 
 def test_strategies():

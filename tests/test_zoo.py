@@ -46,15 +46,59 @@ def test_unknown_model_name_suggests_close_names():
 
 # ------------------------------------------------------ parameter counts (HE, WRN)
 
-@pytest.mark.parametrize("builder,millions", [
-    (zoo.preact_resnet110, 1.7),   # HE Table 3 / architectures
-    (zoo.preact_resnet164, 1.7),
-    pytest.param(zoo.preact_resnet1001, 10.2, marks=pytest.mark.integration),  # 333 units
-    (zoo.wide_resnet, 36.5),       # WRN-28-10
+IMAGENET = pytest.mark.integration  # full-size ImageNet nets: seconds each to build
+
+
+@pytest.mark.parametrize("builder,kwargs,params,millions", [
+    (zoo.preact_resnet110, {}, 1_727_962, 1.7),   # HE Table 3: 1.7M
+    (zoo.resnet110, {}, 1_727_962, 1.7),          # HE Table 3 (original unit): 1.7M
+    (zoo.preact_resnet164, {}, 1_703_258, 1.7),   # HE Table 3: 1.7M
+    (zoo.resnet164, {}, 1_704_154, 1.7),          # HE Table 3: 1.7M
+    pytest.param(zoo.preact_resnet1001, {}, 10_327_706, 10.2,  # HE Table 3: 10.2M
+                 marks=pytest.mark.integration),
+    pytest.param(zoo.resnet1001, {}, 10_328_602, 10.2, marks=pytest.mark.integration),
+    (zoo.resnet_cifar, dict(n=5), 464_154, None),  # GR Table 3's n=5 (no count given)
+    (zoo.gresnet_cifar, dict(n=5), 464_169, None),  # + GR's 15 gates
+    (zoo.wide_resnet, {}, 36_479_194, 36.5),      # WRN Table 1 / GR Table 4: 36.5M
+    (zoo.wide_gresnet, {}, 36_479_206, 36.5),     # + 12 gates
+    (zoo.plain_mlp, dict(depth=2), 45_160, None),    # GR Table 1: 784-50-...-10
+    (zoo.plain_mlp, dict(depth=100), 304_860, None),
+    (zoo.resnet_mlp, dict(depth=100), 304_860, None),
+    (zoo.gresnet_mlp, dict(depth=100), 304_910, None),  # + GR's 50 gates
+    (zoo.gated_plain_mlp, dict(depth=100), 304_960, None),
+    # HE's ImageNet nets (HE Tables 4-5 give no counts; Keras Applications'
+    # table: ResNet50V2 25.6M).
+    pytest.param(zoo.preact_resnet50, {}, 25_549_352, 25.6, marks=IMAGENET),
+    pytest.param(zoo.resnet50, {}, 25_557_032, 25.6, marks=IMAGENET),
+    pytest.param(zoo.preact_resnet101, {}, 44_541_480, None, marks=IMAGENET),
+    pytest.param(zoo.preact_resnet152, {}, 60_185_128, None, marks=IMAGENET),
+    pytest.param(zoo.preact_resnet200, {}, 64_666_152, None, marks=IMAGENET),
+    # Keras' own ResNet50V2: 25,568,360 trainable parameters (model.summary()).
+    pytest.param(zoo.resnet_imagenet, dict(depth=50, layout="keras"), 25_568_360, 25.6,
+                 marks=IMAGENET),
 ])
-def test_parameter_counts_match_the_papers(builder, millions):
-    count = trainable_params(builder())
-    assert abs(count / (millions * 1e6) - 1) < 0.03, count
+def test_parameter_counts_are_pinned(builder, kwargs, params, millions):
+    """Exact trainable counts at the reference code's defaults (BN's moving
+    statistics excluded, as the papers count), each near the paper's figure."""
+    count = trainable_params(builder(**kwargs))
+    assert count == params
+    if millions is not None:
+        assert abs(count / (millions * 1e6) - 1) < 0.03, count
+
+
+def test_listed_conv_entries_state_the_count_the_builders_build():
+    """The registry's not-yet-trained CIFAR entries give the count of the
+    net their builder builds today (the ImageNet and 1001-layer ones are
+    pinned above)."""
+    from keras_gresnet import weights
+    cheap = [e for e in weights.list_weights() if e["status"] == weights.NOT_TRAINED
+             and e["builder"] in ("resnet_cifar", "gresnet_cifar", "preact_resnet110",
+                                  "preact_resnet164")]
+    assert len(cheap) >= 4
+    for entry in cheap:
+        model = zoo.get_model(entry["builder"], **entry["builder_kwargs"],
+                              classes=entry["classes"])
+        assert trainable_params(model) == entry["params"], entry["name"]
 
 
 @pytest.mark.parametrize("gated,ungated,kwargs,gates", [
@@ -88,8 +132,11 @@ def test_cifar_layout_follows_he():
     main_path = [c for c in convs if not c.name.endswith("_0_conv")]
     assert len(main_path) + 1 == 110  # + the classifier
     assert sorted({c.filters for c in convs}) == [16, 32, 64]
-    assert [c.name for c in convs if c.name.endswith("_0_conv")] == [
-        "conv3_block1_0_conv", "conv4_block1_0_conv"]  # projections where shape changes
+    # fb.resnet.torch's CIFAR shortcutType A: zero-padded identities where
+    # the width grows, no projection (opts.lua:78-81).
+    assert [c.name for c in convs if c.name.endswith("_0_conv")] == []
+    assert [layer.name for layer in model.layers if layer.name.endswith("_0_zero_pad")] == [
+        "conv3_block1_0_zero_pad", "conv4_block1_0_zero_pad"]
     assert model.get_layer("post_relu") is not None  # HE's extra BN-ReLU
     assert zoo.resnet_cifar(depth=164, block="bottleneck").output.shape == (None, 10)
 
@@ -106,6 +153,160 @@ def test_imagenet_layout_follows_he():
     assert isinstance(model.get_layer("pool1_pool"), keras.layers.MaxPooling2D)
     assert model.output.shape == (None, 1000)
     assert model.get_layer("conv5_block3_3_conv").filters == 2048
+
+
+# ------------------------------------- the papers' reference code, unit by unit
+
+def _op(model, tensor):
+    return tensor._keras_history.operation.name
+
+
+def _add_inputs(model, unit):
+    """The producers of the two terms the unit's merge adds."""
+    return sorted(_op(model, t) for t in model.get_layer(f"{unit}add").input)
+
+
+def _unit_ops(model, unit):
+    """The unit's layers in order, F and the merge; then its shortcut's (``0_*``)."""
+    ops = [layer.name[len(unit):] for layer in model.layers if layer.name.startswith(unit)]
+    return [o for o in ops if not o.startswith("0_")] + [o for o in ops if o.startswith("0_")]
+
+
+def test_fb_cifar_preact_net_follows_preresnet_lua():
+    """fb.resnet.torch models/preresnet.lua, CIFAR (HE's ResNet-110): the
+    stem is a bare conv (167); the first unit of every stage, stage 1 too,
+    is 'both_preact' (114-123): its BN-ReLU comes before the split and h
+    takes the activated signal (65-67); the others start F with it and
+    add the raw x (68-70); where the width grows h is shortcutType A, the
+    zero-padded strided identity (opts.lua:78-81, preresnet.lua:35-41)."""
+    model = zoo.preact_resnet110(input_shape=(8, 8, 3))
+    names = [layer.name for layer in model.layers]
+    assert "conv1_bn" not in names and not any(n.endswith("_0_conv") for n in names)
+    assert _add_inputs(model, "conv2_block1_") == ["conv2_block1_2_conv",
+                                                   "conv2_block1_preact_relu"]
+    assert _add_inputs(model, "conv2_block2_") == ["conv2_block1_add", "conv2_block2_2_conv"]
+    assert _unit_ops(model, "conv3_block1_") == [
+        "preact_bn", "preact_relu", "1_pad", "1_conv", "2_bn", "2_relu", "2_conv", "add",
+        "0_zero_pad"]
+    assert _op(model, model.get_layer("conv3_block1_0_zero_pad").input) == \
+        "conv3_block1_preact_relu"
+    pad = model.get_layer("conv4_block1_0_zero_pad")
+    assert (pad.filters, pad.stride) == (64, 2)
+    assert model.get_layer("conv3_block1_1_conv").strides == (2, 2)
+    assert _unit_ops(model, "conv3_block2_") == [
+        "preact_bn", "preact_relu", "1_conv", "2_bn", "2_relu", "2_conv", "add"]
+
+
+def test_fb_cifar_original_net_follows_resnet_lua():
+    """models/resnet.lua, CIFAR: conv-BN-ReLU stem (137-139), post-activation
+    units (53-65) and the type-A shortcut where the width grows."""
+    model = zoo.resnet110(input_shape=(8, 8, 3))
+    assert model.get_layer("conv1_bn") and model.get_layer("conv1_relu")
+    assert _unit_ops(model, "conv3_block1_") == [
+        "1_pad", "1_conv", "1_bn", "1_relu", "2_conv", "2_bn", "add", "out_relu", "0_zero_pad"]
+    assert _op(model, model.get_layer("conv3_block1_0_zero_pad").input) == "conv2_block18_out_relu"
+
+
+@pytest.mark.parametrize("builder", [zoo.preact_resnet164, zoo.resnet164])
+def test_he_cifar_bottleneck_nets_follow_resnet_pre_act_lua(builder):
+    """KaimingHe/resnet-1k-layers resnet-pre-act.lua (ResNet-164/1001): a unit
+    whose width grows (every stage's first, stage 1's 16 -> 64 included)
+    shares one BN-ReLU before the split (62-66), strides its FIRST 1x1
+    (70) and projects by a bare 1x1 conv (83); the others add the raw x
+    (38-55). The original-unit twins (resnet.lua's bottleneck, 69-88) keep
+    the BN after their projection (resnet.lua:33-34)."""
+    model = builder(input_shape=(8, 8, 3))
+    preact = builder is zoo.preact_resnet164
+    for unit, stride in (("conv2_block1_", 1), ("conv3_block1_", 2), ("conv4_block1_", 2)):
+        assert [model.get_layer(f"{unit}{i}_conv").strides for i in (0, 1, 2, 3)] == [
+            (stride, stride), (stride, stride), (1, 1), (1, 1)]
+        projection = model.get_layer(f"{unit}0_conv")
+        source = _op(model, projection.input)
+        assert source == (f"{unit}preact_relu" if preact else
+                          "conv1_relu" if unit == "conv2_block1_" else
+                          f"conv{int(unit[4]) - 1}_block18_out_relu")
+        assert (f"{unit}0_bn" in [layer.name for layer in model.layers]) == (not preact)
+    if preact:
+        assert _unit_ops(model, "conv3_block1_") == [
+            "preact_bn", "preact_relu", "1_conv", "2_bn", "2_relu", "2_conv", "3_bn",
+            "3_relu", "3_conv", "add", "0_conv"]
+        assert _add_inputs(model, "conv3_block2_") == ["conv3_block1_add",
+                                                       "conv3_block2_3_conv"]
+
+
+@pytest.mark.parametrize("widen_factor", [1, 2])
+def test_wrn_follows_wide_resnet_lua(widen_factor):
+    """szagoruyko/wide-residual-networks models/wide-resnet.lua: the BN-ReLU
+    goes before the split only where the width changes (52-54), where h is
+    a bare 1x1 conv (65-67); WRN-d-1's first unit (16 -> 16) adds the raw
+    conv1 output. Convs are fan-in MSRA normal (utils.lua:3-8)."""
+    model = zoo.wide_resnet(n=1, widen_factor=widen_factor, **CIFAR_TINY)
+    first = _add_inputs(model, "conv2_block1_")
+    if widen_factor == 1:
+        assert first == ["conv1_conv", "conv2_block1_2_conv"]
+    else:
+        assert _op(model, model.get_layer("conv2_block1_0_conv").input) == \
+            "conv2_block1_preact_relu"
+    assert _op(model, model.get_layer("conv3_block1_0_conv").input) == "conv3_block1_preact_relu"
+    assert "conv3_block1_0_bn" not in [layer.name for layer in model.layers]
+    init = model.get_layer("conv3_block1_1_conv").get_config()["kernel_initializer"]["config"]
+    assert (init["mode"], init["distribution"], init["scale"]) == (
+        "fan_in", "untruncated_normal", 2.0)
+
+
+def test_he_imagenet_net_follows_fb_preresnet_lua():
+    """models/preresnet.lua, ImageNet: conv 7x7/2, BN, ReLU, max-pool (146-149);
+    stage 1's first unit is 'no_preact' (120: no second BN-ReLU on the
+    pooled stem), the later stages' first units 'both_preact'; the stride on
+    the 3x3 (101); shortcutType B, a bare 1x1 conv (31-34, opts.lua:76);
+    fan-out MSRA normal init (197-200)."""
+    model = zoo.preact_resnet50(input_shape=(32, 32, 3))
+    names = [layer.name for layer in model.layers]
+    assert "conv2_block1_preact_bn" not in names and "conv1_bn" in names
+    for layer in ("conv2_block1_0_conv", "conv2_block1_1_conv"):
+        assert _op(model, model.get_layer(layer).input) == "pool1_pool"
+    assert _op(model, model.get_layer("conv3_block1_0_conv").input) == "conv3_block1_preact_relu"
+    assert [model.get_layer(f"conv3_block1_{i}_conv").strides for i in (0, 1, 2, 3)] == [
+        (2, 2), (1, 1), (2, 2), (1, 1)]
+    assert not any(n.endswith("_0_bn") for n in names)
+    assert _add_inputs(model, "conv2_block2_") == ["conv2_block1_add", "conv2_block2_3_conv"]
+    for layer in ("conv1_conv", "conv4_block3_2_conv"):
+        init = model.get_layer(layer).get_config()["kernel_initializer"]
+        assert init["class_name"] == "VarianceScaling"
+        assert (init["config"]["mode"], init["config"]["distribution"]) == (
+            "fan_out", "untruncated_normal")
+
+
+def test_keras_layout_keeps_keras_resnet_v2():
+    """keras/src/applications/resnet.py residual_block_v2: every block's
+    BN-ReLU first, the first block's conv shortcut on it, the others' raw
+    x (or its 1x1 max-pool); default Conv2D initializer (glorot_uniform)."""
+    model = zoo.resnet_imagenet(depth=50, layout="keras", input_shape=(32, 32, 3))
+    assert _op(model, model.get_layer("conv2_block1_preact_bn").input) == "pool1_pool"
+    assert _op(model, model.get_layer("conv2_block1_0_conv").input) == "conv2_block1_preact_relu"
+    pool = [layer for layer in model.layers if layer.name == "conv2_block3_0_pool"][0]
+    assert _op(model, pool.input) == "conv2_block2_out"
+    assert model.get_layer("conv3_block4_2_conv").strides == (2, 2)
+    init = model.get_layer("conv3_block1_1_conv").get_config()["kernel_initializer"]
+    assert init["class_name"] == "GlorotUniform"
+
+
+@pytest.mark.parametrize("kwargs,expected", [
+    (dict(), ("3x3", "zero_pad")),                              # fb CIFAR
+    (dict(block="bottleneck"), ("1x1", "conv")),                # HE's resnet-pre-act.lua
+    (dict(block="bottleneck", stride_on="3x3", shortcut_projection="zero_pad"),
+     ("3x3", "zero_pad")),
+    (dict(shortcut_projection="conv"), ("3x3", "conv")),
+])
+def test_resnet_cifar_defaults_follow_the_block_and_can_be_overridden(kwargs, expected):
+    model = zoo.resnet_cifar(n=1, **CIFAR_TINY, **kwargs)
+    names = {layer.name for layer in model.layers}
+    bottleneck = kwargs.get("block") == "bottleneck"
+    stride_on, projection = expected
+    strided = 1 if stride_on == "1x1" or not bottleneck else 2
+    assert model.get_layer(f"conv3_block1_{strided}_conv").strides == (2, 2)
+    assert ("conv3_block1_0_conv" in names) == (projection == "conv")
+    assert ("conv3_block1_0_zero_pad" in names) == (projection == "zero_pad")
 
 
 # ------------------------------------------------ gated vs ungated function
@@ -142,15 +343,16 @@ def _producer(tensor):
 def _ungated_terms(plain, gate):
     """``(x, F)`` of the block ``gate`` gates, read from the ungated twin
     ``plain`` (independent of the gate's own wiring): a residual block's
-    merge ``{block}_add`` adds the shortcut ``x`` (identity, or the
-    projection ``{block}_0_*``) and the branch ``F``; a plain layer
+    merge ``{block}_add`` adds the shortcut ``x`` (identity, the unit's
+    shared pre-activation ``{block}_preact_*``, or the projection
+    ``{block}_0_*``) and the branch ``F``; a plain layer
     ``{block}_dense`` -> ``{block}_relu`` has ``x`` its input, ``F`` its output."""
     block = gate.name[:-len("_gate")]
     names = {layer.name for layer in plain.layers}
     if f"{block}_add" in names:
         pair = plain.get_layer(f"{block}_add").input
         branch = [t for t in pair if _producer(t).startswith(block + "_")
-                  and not _producer(t).startswith(block + "_0_")]
+                  and not _producer(t).startswith((block + "_0_", block + "_preact_"))]
         assert len(branch) == 1, [_producer(t) for t in pair]
         return next(t for t in pair if t is not branch[0]), branch[0]
     return plain.get_layer(f"{block}_dense").input, plain.get_layer(f"{block}_relu").output
@@ -407,6 +609,13 @@ BAD_INPUT = [
     ("resnet_cifar", dict(stride_position="middle"), "stride_position='middle'.*'last'"),
     ("resnet_cifar", dict(stem_bn=1), "stem_bn must be None, True or False"),
     ("resnet_cifar", dict(subsample="avg"), "subsample='avg'"),
+    ("resnet_cifar", dict(stride_on="2x2"), "stride_on='2x2'.*'1x1'"),
+    ("resnet_cifar", dict(stride_on="1x1"), "stride_on='1x1'.*block='basic'"),
+    ("resnet_cifar", dict(shortcut_projection="pad"), "shortcut_projection='pad'.*'zero_pad'"),
+    ("resnet_cifar", dict(both_preact="all"), "both_preact='all'.*'width_change'"),
+    ("resnet_cifar", dict(kernel_initializer="msra"), "kernel_initializer must be one of"),
+    ("resnet_cifar", dict(widths=(32, 16, 64)), "zero_pad.*may not shrink"),
+    ("wide_resnet", dict(kernel_initializer=3), "kernel_initializer must be one of"),
 ]
 
 

@@ -34,6 +34,8 @@ Modules, each importing only those before it:
 - :mod:`~keras_gresnet.data.tfdata`: the ``tf.data`` pipeline, the only
   module that imports TensorFlow;
 - :mod:`~keras_gresnet.data.numpydata`: its numpy twin (same batches);
+- :mod:`~keras_gresnet.data.imagenet`: HE's ImageNet data, streamed from
+  ``tensorflow_datasets`` (TensorFlow imported on use);
 - :mod:`~keras_gresnet.data.pipelines`: :func:`pipeline`, through either;
 - :mod:`~keras_gresnet.data.synthetic`: synthetic datasets in the official
   file formats, for tests and benchmarks.
@@ -45,8 +47,8 @@ Each name below loads its module on first use, so that
 
 import importlib
 
-_SUBMODULES = ("datasets", "numpydata", "pipelines", "preprocessing", "readers", "sources",
-               "synthetic", "tfdata")
+_SUBMODULES = ("datasets", "imagenet", "numpydata", "pipelines", "preprocessing", "readers",
+               "sources", "synthetic", "tfdata")
 # Public name -> the module that defines it.
 _NAMES = {
     "DATASETS": "datasets",
@@ -58,11 +60,13 @@ _NAMES = {
     "load": "sources",
     "load_with_source": "sources",
     "PREPROCESSINGS": "preprocessing",
+    "PAD_MODES": "preprocessing",
     "split_indices": "preprocessing",
     "test_subset": "preprocessing",
     "Preprocessing": "preprocessing",
     "epoch_plan": "preprocessing",
     "INPUT_PIPELINES": "pipelines",
+    "IMAGENET": "pipelines",
     "Pipeline": "pipelines",
     "dataset_maker": "pipelines",
     "pipeline": "pipelines",

@@ -25,8 +25,8 @@ from keras_gresnet.data.preprocessing import (
 )
 
 
-def crop_and_flip(images, offsets, flips, padding=4):
-    """Zero-pad a batch by ``padding`` pixels, crop each image back to its size
+def crop_and_flip(images, offsets, flips, padding=4, pad_mode="zero"):
+    """Pad a batch by ``padding`` pixels, crop each image back to its size
     at its own offset, and mirror it left-right where ``flips`` is true (what
     :func:`keras_gresnet.data.tfdata.crop_and_flip` does, in numpy).
 
@@ -35,11 +35,14 @@ def crop_and_flip(images, offsets, flips, padding=4):
         offsets: int ``(B, 2)``, the crop's top-left ``(row, col)`` in the
             padded image, each in ``[0, 2 * padding]``.
         flips: bool ``(B,)``.
-        padding: pixels of zeros on every side.
+        padding: pixels added on every side.
+        pad_mode: ``"zero"`` or ``"reflect"`` (``np.pad``'s ``mode="reflect"``:
+            the border pixel not repeated, WRN's reflection padding).
     """
     images = np.asarray(images)
     batch, height, width = images.shape[:3]
-    padded = np.pad(images, ((0, 0), (padding, padding), (padding, padding), (0, 0)))
+    padded = np.pad(images, ((0, 0), (padding, padding), (padding, padding), (0, 0)),
+                    mode="constant" if pad_mode == "zero" else "reflect")
     offsets = np.asarray(offsets, np.int64)
     rows = offsets[:, :1] + np.arange(height)
     columns = np.where(np.asarray(flips, bool)[:, None], np.arange(width - 1, -1, -1),
@@ -54,11 +57,12 @@ class ArrayDataset(keras.utils.PyDataset):
     pass, or every epoch of ``epochs``."""
 
     def __init__(self, images, labels, *, batch_size, preprocessing, shuffle, augment, padding,
-                 flatten, drop_remainder, seed, epochs):
+                 flatten, drop_remainder, seed, epochs, pad_mode="zero"):
         super().__init__()
         self.images, self.labels = images, labels.astype(np.int32)
         self.batch_size, self.preprocessing = batch_size, preprocessing
         self.shuffle, self.augment, self.padding = shuffle, augment, padding
+        self.pad_mode = pad_mode
         self.flatten, self.seed, self.epochs = flatten, seed, epochs
         self.steps_per_epoch = steps_per_epoch(len(images), batch_size, drop_remainder)
         # One pass: a fresh random key per pass (on_epoch_end draws the next).
@@ -95,15 +99,15 @@ class ArrayDataset(keras.utils.PyDataset):
         batch = slice(step * self.batch_size, (step + 1) * self.batch_size)
         x = self.preprocessing(self.images[order[batch]])
         if self.augment:
-            x = crop_and_flip(x, offsets[batch], flips[batch], self.padding)
+            x = crop_and_flip(x, offsets[batch], flips[batch], self.padding, self.pad_mode)
         if self.flatten:
             x = x.reshape(len(x), -1)
         return x, self.labels[order[batch]]
 
 
 def make_dataset(images, labels, *, batch_size=128, preprocessing=None, shuffle=False,
-                 augment=False, padding=4, flatten=False, drop_remainder=False, seed=0,
-                 epochs=None):
+                 augment=False, padding=4, pad_mode="zero", flatten=False, drop_remainder=False,
+                 seed=0, epochs=None):
     """A ``keras.utils.PyDataset`` of ``(float32 images, int32 labels)``
     batches, with the arguments and batches of
     :func:`keras_gresnet.data.tfdata.make_dataset` (see there): ``epochs=None``
@@ -112,8 +116,9 @@ def make_dataset(images, labels, *, batch_size=128, preprocessing=None, shuffle=
     images = np.asarray(images)
     labels = np.asarray(labels)
     batch_size, padding, seed, epochs = checked_stream_arguments(
-        images, labels, batch_size, padding, seed, epochs)
+        images, labels, batch_size, padding, seed, epochs, pad_mode)
     preprocessing = checked_preprocessing(preprocessing, images)
     return ArrayDataset(images, labels, batch_size=batch_size, preprocessing=preprocessing,
                         shuffle=shuffle, augment=augment, padding=padding, flatten=flatten,
-                        drop_remainder=drop_remainder, seed=seed, epochs=epochs)
+                        drop_remainder=drop_remainder, seed=seed, epochs=epochs,
+                        pad_mode=pad_mode)

@@ -14,6 +14,7 @@ import sys
 from keras_gresnet._checks import PREPROCESSINGS, check_choice, check_int, check_rate
 from keras_gresnet.data.datasets import DATASETS
 from keras_gresnet.data.preprocessing import (
+    PAD_MODES,
     Preprocessing,
     split_indices,
     steps_per_epoch,
@@ -23,6 +24,7 @@ from keras_gresnet.data.preprocessing import (
 from keras_gresnet.data.sources import load_with_source
 
 INPUT_PIPELINES = ("auto", "tf_data", "numpy")
+IMAGENET = "imagenet2012"  # streamed from tensorflow_datasets (keras_gresnet.data.imagenet)
 
 
 def tensorflow_installed():
@@ -55,8 +57,8 @@ def dataset_maker(input_pipeline="auto"):
 
 
 def make_dataset(images, labels, *, batch_size=128, preprocessing=None, shuffle=False,
-                 augment=False, padding=4, flatten=False, drop_remainder=False, seed=0,
-                 epochs=None, input_pipeline="auto"):
+                 augment=False, padding=4, pad_mode="zero", flatten=False,
+                 drop_remainder=False, seed=0, epochs=None, input_pipeline="auto"):
     """Batches ``(float32 images, int32 labels)`` of arrays in memory through
     ``input_pipeline`` (as in :func:`pipeline`): a ``tf.data.Dataset``
     (:func:`keras_gresnet.data.tfdata.make_dataset`, which documents every
@@ -64,8 +66,8 @@ def make_dataset(images, labels, *, batch_size=128, preprocessing=None, shuffle=
     batches."""
     return dataset_maker(input_pipeline)(
         images, labels, batch_size=batch_size, preprocessing=preprocessing, shuffle=shuffle,
-        augment=augment, padding=padding, flatten=flatten, drop_remainder=drop_remainder,
-        seed=seed, epochs=epochs)
+        augment=augment, padding=padding, pad_mode=pad_mode, flatten=flatten,
+        drop_remainder=drop_remainder, seed=seed, epochs=epochs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,14 +112,18 @@ class Pipeline:
 
 
 def pipeline(name, *, data_dir=None, download=True, preprocessing="scale", batch_size=128,
-             validation_split=0.0, augment=False, padding=4, flatten=False,
+             validation_split=0.0, augment=False, padding=4, pad_mode="zero", flatten=False,
              drop_remainder=False, seed=0, max_train_examples=None, max_test_examples=None,
-             input_pipeline="auto"):
+             input_pipeline="auto", manual_dir=None):
     """Train / validation / test datasets of ``name``, as the papers feed them.
 
     GR's MNIST nets: ``preprocessing="scale"``. HE and GR's pre-activation
     ResNets: ``preprocessing="mean", augment=True``. WRN:
-    ``preprocessing="meanstd", augment=True``. Batch 128 in all three.
+    ``preprocessing="meanstd", augment=True, pad_mode="reflect"``. Batch 128
+    in all three. ``"imagenet2012"`` streams HE's ImageNet data from
+    ``tensorflow_datasets`` (:func:`keras_gresnet.data.imagenet.pipeline_fields`:
+    ``preprocessing="meanstd"``, fb's statistics; ``manual_dir`` holds the
+    ILSVRC tar files; no validation split, padding or flattening).
 
     The statistics come from the training examples only (after holding out
     the validation part), never from the test split.
@@ -130,7 +136,7 @@ def pipeline(name, *, data_dir=None, download=True, preprocessing="scale", batch
         batch_size: examples per batch.
         validation_split: fraction of the TRAINING split held out for
             validation, chosen by ``seed``; 0 for none.
-        augment, padding, flatten, drop_remainder, seed: as in
+        augment, padding, pad_mode, flatten, drop_remainder, seed: as in
             :func:`make_dataset` (``drop_remainder`` applies to ``train`` only).
         max_train_examples, max_test_examples: keep a seeded random subset of
             at most this many training (after the validation split) and test
@@ -140,16 +146,21 @@ def pipeline(name, *, data_dir=None, download=True, preprocessing="scale", batch
             ``"auto"``: ``tf.data`` where TensorFlow is installed. Both give the
             same batches.
     """
+    if name == IMAGENET:
+        return _imagenet_pipeline(data_dir, manual_dir, preprocessing, batch_size,
+                                  validation_split, augment, flatten, seed,
+                                  max_train_examples, max_test_examples, input_pipeline)
     validation_split = _checked_pipeline_arguments(
         name, preprocessing, batch_size, padding, seed, validation_split,
         max_train_examples, max_test_examples)
+    check_choice(pad_mode, "pad_mode", PAD_MODES)
     make_dataset = dataset_maker(input_pipeline)
     splits, sources = _split_arrays(name, data_dir, download, validation_split, seed,
                                     max_train_examples, max_test_examples)
     train_images, train_labels = splits["train"]
     fitted = Preprocessing.fit(preprocessing, train_images)
     common = dict(batch_size=batch_size, preprocessing=fitted, flatten=flatten)
-    train_options = dict(shuffle=True, augment=augment, padding=padding,
+    train_options = dict(shuffle=True, augment=augment, padding=padding, pad_mode=pad_mode,
                          drop_remainder=drop_remainder, seed=seed, **common)
     train = make_dataset(train_images, train_labels, **train_options)
     validation = None
@@ -161,7 +172,8 @@ def pipeline(name, *, data_dir=None, download=True, preprocessing="scale", batch
     num_train = len(train_labels)
     config = dict(
         name=name, preprocessing=fitted.get_config(), batch_size=batch_size,
-        validation_split=validation_split, augment=augment, padding=padding, flatten=flatten,
+        validation_split=validation_split, augment=augment, padding=padding, pad_mode=pad_mode,
+        flatten=flatten,
         drop_remainder=drop_remainder, seed=seed, max_train_examples=max_train_examples,
         max_test_examples=max_test_examples, source=sources)
     return Pipeline(
@@ -181,11 +193,32 @@ def pipeline(name, *, data_dir=None, download=True, preprocessing="scale", batch
     )
 
 
+def _imagenet_pipeline(data_dir, manual_dir, preprocessing, batch_size, validation_split,
+                       augment, flatten, seed, max_train_examples, max_test_examples,
+                       input_pipeline):
+    """:func:`keras_gresnet.data.imagenet.pipeline_fields`, after refusing what it
+    does not do."""
+    if preprocessing != "meanstd":
+        raise ValueError(f"preprocessing={preprocessing!r}: ImageNet takes 'meanstd' "
+                         f"(fb.resnet.torch's fixed per-channel statistics)")
+    if validation_split or flatten:
+        raise ValueError("ImageNet: validation_split and flatten are not available "
+                         "(its validation split is the test set)")
+    if resolve_input_pipeline(input_pipeline) != "tf_data":
+        raise ValueError("ImageNet streams through tensorflow_datasets: input_pipeline "
+                         "must be 'tf_data' or 'auto' with TensorFlow installed")
+    from keras_gresnet.data import imagenet
+
+    return Pipeline(**imagenet.pipeline_fields(
+        data_dir=data_dir, manual_dir=manual_dir, batch_size=batch_size, augment=augment,
+        seed=seed, max_train_examples=max_train_examples, max_test_examples=max_test_examples))
+
+
 def _checked_pipeline_arguments(name, preprocessing, batch_size, padding, seed,
                                 validation_split, max_train_examples, max_test_examples):
     """Every argument of :func:`pipeline` checked before any data is read;
     returns ``validation_split`` as a float."""
-    check_choice(name, "name", tuple(DATASETS))
+    check_choice(name, "name", (*DATASETS, IMAGENET))
     check_choice(preprocessing, "preprocessing", PREPROCESSINGS)
     check_int(batch_size, "batch_size", 1)
     check_int(padding, "padding", 0)

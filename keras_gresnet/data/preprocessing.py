@@ -133,6 +133,11 @@ def checked_preprocessing(preprocessing, images):
 # --------------------------------------------------------------------------
 # The order and augmentation of a training epoch.
 
+# The crop's padding: zeros (fb.resnet.torch transforms.lua:62-72), or the
+# image mirrored at its border (WRN's randomcrop_type=reflection,
+# nn.SpatialReflectionPadding, train.lua:103-117; numpy's mode="reflect").
+PAD_MODES = ("zero", "reflect")
+
 # The first word of an epoch plan's seed: the epoch-indexed stream, or the
 # one-pass stream (a fresh random key per pass).
 EPOCH_STREAM, ONE_PASS = 0, 1
@@ -172,15 +177,21 @@ def checked_epochs(epochs):
     return start, stop
 
 
-def checked_stream_arguments(images, labels, batch_size, padding, seed, epochs):
+def checked_stream_arguments(images, labels, batch_size, padding, seed, epochs,
+                             pad_mode="zero"):
     """``(batch_size, padding, seed, epochs)`` of a pipeline's
-    ``make_dataset``, checked; ``epochs`` as ``None`` or ``(start, stop)``."""
+    ``make_dataset``, checked (and ``pad_mode``, one of :data:`PAD_MODES`);
+    ``epochs`` as ``None`` or ``(start, stop)``."""
     if images.ndim != 4 or labels.shape != images.shape[:1]:
         raise ValueError(
             f"images must be (N, H, W, C) and labels (N,), got {images.shape} and {labels.shape}"
         )
     batch_size = check_int(batch_size, "batch_size", 1)
     padding = check_int(padding, "padding", 0)
+    check_choice(pad_mode, "pad_mode", PAD_MODES)
+    if pad_mode == "reflect" and padding >= min(images.shape[1:3]):
+        raise ValueError(f"padding={padding} with pad_mode='reflect' needs images larger "
+                         f"than the padding, got {images.shape[1:3]}")
     seed = check_int(seed, "seed", 0)
     return batch_size, padding, seed, checked_epochs(epochs)
 

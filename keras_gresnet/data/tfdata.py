@@ -27,8 +27,8 @@ from keras_gresnet.data.preprocessing import (
 # CIFAR augmentation (HE, WRN, GR): pad 4 px, random crop, horizontal flip.
 
 
-def crop_and_flip(images, offsets, flips, padding=4):
-    """Zero-pad a batch by ``padding`` pixels, crop each image back to its size
+def crop_and_flip(images, offsets, flips, padding=4, pad_mode="zero"):
+    """Pad a batch by ``padding`` pixels, crop each image back to its size
     at its own offset, and mirror it left-right where ``flips`` is true.
 
     Vectorized: two ``tf.gather`` over the whole batch, the flip folded into
@@ -40,11 +40,15 @@ def crop_and_flip(images, offsets, flips, padding=4):
         offsets: int32 ``(B, 2)``, the crop's top-left ``(row, col)`` in the
             padded image, each in ``[0, 2 * padding]``.
         flips: bool ``(B,)``.
-        padding: pixels of zeros on every side.
+        padding: pixels added on every side.
+        pad_mode: ``"zero"`` (fb.resnet.torch) or ``"reflect"`` (WRN's
+            reflection padding: ``tf.pad``'s ``"REFLECT"``, numpy's
+            ``mode="reflect"``).
     """
     images = tf.convert_to_tensor(images)
     height, width = images.shape[1], images.shape[2]
-    padded = tf.pad(images, [[0, 0], [padding, padding], [padding, padding], [0, 0]])
+    padded = tf.pad(images, [[0, 0], [padding, padding], [padding, padding], [0, 0]],
+                    mode="CONSTANT" if pad_mode == "zero" else "REFLECT")
     offsets = tf.cast(offsets, tf.int32)
     rows = offsets[:, :1] + tf.range(height)
     columns = tf.where(
@@ -79,8 +83,8 @@ def random_crop_and_flip(images, seed, padding=4):
 
 
 def make_dataset(images, labels, *, batch_size=128, preprocessing=None, shuffle=False,
-                 augment=False, padding=4, flatten=False, drop_remainder=False, seed=0,
-                 epochs=None):
+                 augment=False, padding=4, pad_mode="zero", flatten=False, drop_remainder=False,
+                 seed=0, epochs=None):
     """A batched ``tf.data.Dataset`` of ``(float32 images, int32 labels)``.
 
     The uint8 arrays stay in memory as they are (CIFAR's 50k images are
@@ -112,6 +116,7 @@ def make_dataset(images, labels, *, batch_size=128, preprocessing=None, shuffle=
         augment: crop and flip each batch (after normalising, so the padding
             is zeros of the normalised image, as in HE's code).
         padding: the augmentation's padding.
+        pad_mode: ``"zero"`` or ``"reflect"`` (:func:`crop_and_flip`).
         flatten: reshape each image to a vector (GR's MLPs; their builders
             also flatten by themselves).
         drop_remainder: drop the last, smaller batch.
@@ -121,7 +126,7 @@ def make_dataset(images, labels, *, batch_size=128, preprocessing=None, shuffle=
     images = np.asarray(images)
     labels = np.asarray(labels)
     batch_size, padding, seed, epochs = checked_stream_arguments(
-        images, labels, batch_size, padding, seed, epochs)
+        images, labels, batch_size, padding, seed, epochs, pad_mode)
     preprocessing = checked_preprocessing(preprocessing, images)
     scale, offset = (tf.constant(v) for v in preprocessing.scale_offset())
     # Whole arrays as one dataset element (as Keras' array adapter does), so
@@ -156,7 +161,7 @@ def make_dataset(images, labels, *, batch_size=128, preprocessing=None, shuffle=
         index, offsets, flips = batch
         x = tf.cast(tf.gather(data[0], index), tf.float32) * scale + offset
         if augment:
-            x = crop_and_flip(x, offsets, flips, padding)
+            x = crop_and_flip(x, offsets, flips, padding, pad_mode)
         if flatten:
             x = tf.reshape(x, (-1, example_size))
         return x, tf.gather(data[1], index)

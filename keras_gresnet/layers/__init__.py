@@ -1,4 +1,4 @@
-"""Gate layers, residual units (GR and HE), the pixel preprocessing layer
+"""Gate and shortcut layers, residual units (GR and HE), the pixel preprocessing layer
 and graph helpers, built on ``keras.ops`` only: the bottom of the package,
 importing nothing above it."""
 
@@ -11,39 +11,52 @@ from keras_gresnet.layers.merges import (
     ShortcutGate,
 )
 from keras_gresnet.layers.preprocessing import PixelNormalization, pixel_statistics
+from keras_gresnet.layers.shortcuts import ShortcutDropout, ZeroPadShortcut
 from keras_gresnet.layers.units import (
     BLOCKS,
+    CONV_INITIALIZERS,
     NAMINGS,
+    PREACT_TYPES,
     PREACT_UNITS,
+    SHORTCUT_PROJECTIONS,
     SHORTCUTS,
+    STRIDE_ONS,
     SUBSAMPLES,
     UNITS,
     check_unit_args,
     conv,
     dense_layer,
     dense_unit,
+    initializer,
     residual_unit,
 )
 
 __all__ = [
     "BLOCKS",
+    "CONV_INITIALIZERS",
     "GATE_FORMS",
     "NAMINGS",
+    "PREACT_TYPES",
     "PREACT_UNITS",
     "SHORTCUTS",
     "SHORTCUT_GATE_FORMS",
+    "SHORTCUT_PROJECTIONS",
+    "STRIDE_ONS",
     "SUBSAMPLES",
     "UNITS",
     "PixelNormalization",
     "ResidualGate",
     "ScaledAdd",
+    "ShortcutDropout",
     "ShortcutGate",
+    "ZeroPadShortcut",
     "all_layers",
     "check_unit_args",
     "conv",
     "dense_layer",
     "dense_unit",
     "gate_layers",
+    "initializer",
     "pixel_statistics",
     "residual_unit",
 ]

@@ -10,6 +10,7 @@ import keras
 
 from keras_gresnet._checks import check_choice
 from keras_gresnet.layers.merges import ResidualGate, ScaledAdd, ShortcutGate
+from keras_gresnet.layers.shortcuts import ShortcutDropout, ZeroPadShortcut
 
 # HE Table 2's activation arrangements. For conv i of the residual branch F:
 #   pre    ops before the conv (pre-activation),
@@ -26,13 +27,38 @@ UNITS = {
 }
 PREACT_UNITS = ("preact", "relu_preact")
 
-# Layout of F: (kernel size, width multiplier, takes the stride) per conv.
-# "single" is HE Table 3's 1-layer skip; "bottleneck" is 1x1, 3x3, 1x1 with
-# the stride on the 3x3 (as HE's pre-activation code).
+# Layout of F: (kernel size, width multiplier) per conv. "single" is HE
+# Table 3's 1-layer skip; "bottleneck" is 1x1, 3x3, 1x1.
 BLOCKS = {
-    "basic": ((3, 1, True), (3, 1, False)),
-    "bottleneck": ((1, 1, False), (3, 1, True), (1, "expansion", False)),
-    "single": ((3, 1, True),),
+    "basic": ((3, 1), (3, 1)),
+    "bottleneck": ((1, 1), (3, 1), (1, "expansion")),
+    "single": ((3, 1),),
+}
+# The conv of F that takes a unit's stride: the (first) 3x3, as
+# fb.resnet.torch (models/preresnet.lua:101, models/resnet.lua:77) and Keras
+# ResNetV2, or a bottleneck's first 1x1, as HE's own CIFAR code
+# (resnet-1k-layers, resnet-pre-act.lua:43, 70).
+STRIDE_ONS = ("3x3", "1x1")
+# h(x) of a unit whose width grows: a 1x1 conv projection (HE's option B,
+# fb.resnet.torch shortcutType "B": models/preresnet.lua:31-34) or fb's
+# shortcutType "A", the strided identity padded with zero channels
+# (models/preresnet.lua:35-41).
+SHORTCUT_PROJECTIONS = ("conv", "zero_pad")
+# Where a pre-activation unit's BN-ReLU goes, fb.resnet.torch's names
+# (models/preresnet.lua:65-71): "branch" starts F with it and h(x) takes the
+# raw x; "both_preact" applies it before the split, so h(x) takes the
+# activated x too; "no_preact" has none (the first unit after an ImageNet
+# stem that ends in BN-ReLU, preresnet.lua:120, 146-149).
+PREACT_TYPES = ("branch", "both_preact", "no_preact")
+# Conv initializers of the papers' code, by the name their code gives them:
+# MSRA (He et al.) normal(0, sqrt(2 / n)) with n = k*k*out_channels in
+# fb.resnet.torch and resnet-1k-layers (models/preresnet.lua:197-200,
+# resnet-pre-act.lua:127-130), n = k*k*in_channels in WRN's utils.MSRinit
+# (wide-residual-networks models/utils.lua:3-8). Untruncated; Keras'
+# "he_normal" is fan-in and truncated.
+CONV_INITIALIZERS = {
+    "msra_fan_out": dict(scale=2.0, mode="fan_out", distribution="untruncated_normal"),
+    "msra_fan_in": dict(scale=2.0, mode="fan_in", distribution="untruncated_normal"),
 }
 
 # HE Table 1. A shortcut kind sets h(x) and how h(x) and F(x) are merged.
@@ -65,14 +91,33 @@ def check_unit_args(
     subsample="conv",
     naming="zoo",
     conv_bias=False,
+    stride_on="3x3",
+    shortcut_projection="conv",
+    preact_type=None,
+    kernel_initializer="msra_fan_out",
 ):
-    """Raise ``ValueError`` for an unknown unit, block, shortcut, subsample or
-    naming kind, or a ``conv_bias`` that is not a bool."""
+    """Raise ``ValueError`` for an unknown unit, block, shortcut, subsample,
+    naming, ``stride_on``, ``shortcut_projection``, ``preact_type`` or
+    ``kernel_initializer``, a ``conv_bias`` that is not a bool, or options
+    that do not go together."""
     check_choice(unit, "unit", tuple(UNITS))
     check_choice(block, "block", tuple(BLOCKS))
     check_choice(shortcut, "shortcut", SHORTCUTS)
     check_choice(subsample, "subsample", SUBSAMPLES)
     check_choice(naming, "naming", NAMINGS)
+    check_choice(stride_on, "stride_on", STRIDE_ONS)
+    check_choice(shortcut_projection, "shortcut_projection", SHORTCUT_PROJECTIONS)
+    if preact_type is not None:
+        check_choice(preact_type, "preact_type", PREACT_TYPES)
+        if unit not in PREACT_UNITS:
+            raise ValueError(
+                f"preact_type places a pre-activation unit's BN-ReLU and needs unit in "
+                f"{PREACT_UNITS}, got unit={unit!r}, preact_type={preact_type!r}")
+    if stride_on == "1x1" and block != "bottleneck":
+        raise ValueError(
+            f"stride_on='1x1' puts the stride on a bottleneck's first 1x1 conv; "
+            f"block={block!r} has none: use stride_on='3x3'")
+    initializer(kernel_initializer)
     if not isinstance(conv_bias, bool):
         raise ValueError(f"conv_bias must be True or False, got {conv_bias!r}")
     if gated and shortcut not in GATEABLE_SHORTCUTS:
@@ -93,9 +138,32 @@ def _ops(x, ops, name, bn_momentum, bn_epsilon):
     return x
 
 
-def conv(x, filters, kernel_size, stride=1, name=None, use_bias=False):
-    """A He-initialised convolution (bias-free unless ``use_bias``) with
-    torch-style symmetric padding.
+def initializer(identifier):
+    """A fresh Keras initializer for one conv: a name of
+    :data:`CONV_INITIALIZERS` (``"msra_fan_out"``, ``"msra_fan_in"``) or
+    anything ``keras.initializers.get`` takes (``"he_normal"``, a config
+    dict, an ``Initializer``, copied so that no two convs share its seed)."""
+    if isinstance(identifier, str) and identifier in CONV_INITIALIZERS:
+        return keras.initializers.VarianceScaling(**CONV_INITIALIZERS[identifier])
+    try:
+        if isinstance(identifier, keras.initializers.Initializer):
+            identifier = keras.initializers.serialize(identifier)
+        found = keras.initializers.get(identifier)
+    except (ValueError, TypeError):
+        found = None
+    if found is None or not callable(found):
+        raise ValueError(
+            f"kernel_initializer must be one of {tuple(CONV_INITIALIZERS)} or a Keras "
+            f"initializer (a name such as 'he_normal', a config dict or an "
+            f"Initializer), got {identifier!r}")
+    return found
+
+
+def conv(x, filters, kernel_size, stride=1, name=None, use_bias=False,
+         kernel_initializer="msra_fan_out"):
+    """A convolution (bias-free unless ``use_bias``; initialised by
+    ``kernel_initializer``, see :func:`initializer`) with torch-style
+    symmetric padding.
 
     Keras' ``padding="same"`` pads strided convolutions asymmetrically; the
     explicit ``ZeroPadding2D`` gives the papers' (and Keras ResNetV2's) layout.
@@ -112,7 +180,7 @@ def conv(x, filters, kernel_size, stride=1, name=None, use_bias=False):
         strides=stride,
         padding=padding,
         use_bias=use_bias,
-        kernel_initializer="he_normal",
+        kernel_initializer=initializer(kernel_initializer),
         name=f"{name}_conv",
     )(x)
 
@@ -138,6 +206,10 @@ def residual_unit(
     subsample="conv",
     conv_bias=False,
     naming="zoo",
+    stride_on="3x3",
+    shortcut_projection="conv",
+    preact_type=None,
+    kernel_initializer="msra_fan_out",
     name="unit_",
 ):
     """One residual unit of HE (optionally with GR's gate), ``y = h(x) + F(x)``.
@@ -146,19 +218,21 @@ def residual_unit(
         x: input tensor (channels last).
         filters: width of the unit's convs (a bottleneck's output has
             ``expansion * filters`` channels).
-        stride: stride of the unit (on the first 3x3 conv of F).
+        stride: stride of the unit (on the conv ``stride_on`` names).
         unit: activation arrangement, a key of :data:`UNITS` (HE Table 2).
         block: ``"basic"`` (two 3x3), ``"bottleneck"`` (1x1, 3x3, 1x1) or
             ``"single"`` (one 3x3, HE Table 3's 1-layer skip).
-        shortcut: a kind of :data:`SHORTCUTS` (HE Table 1). A unit that changes
-            shape always uses a 1x1 projection as the base of ``h``.
+        shortcut: a kind of :data:`SHORTCUTS` (HE Table 1), on top of the
+            base of ``h``: ``x``, or where the shape changes a projection
+            (``shortcut_projection``, ``subsample``).
         gated: put GR's scalar gate on F: ``y = relu(k) F(x) + h(x)``.
         k_initial: initial ``k`` of the gate (GR: 1).
         dropout: dropout rate between the convs of F (WRN: 0.3).
         expansion: output width multiplier of a bottleneck (HE: 4).
         shortcut_scale, residual_scale: scales of the ``"scaling"`` shortcut.
         gate_bias: initial ``b_g`` of the ``*_gating`` shortcuts.
-        shortcut_dropout: rate of the ``"dropout"`` shortcut.
+        shortcut_dropout: rate of the ``"dropout"`` shortcut
+            (:class:`~keras_gresnet.layers.ShortcutDropout`, HE: 0.5).
         bn_momentum, bn_epsilon: batch-norm settings (GR/HE: momentum 0.9).
         subsample: ``h`` of a strided unit that keeps its width: ``"conv"``
             (a strided 1x1 projection, HE) or ``"pool"`` (``MaxPooling2D(1,
@@ -170,16 +244,40 @@ def residual_unit(
             between conv i and conv i+1 is ``{i}_bn``/``{i}_relu``, not
             ``{i+1}_bn``, and an addition ending the unit is ``out``), see
             :data:`NAMINGS`.
+        stride_on: ``"3x3"`` (fb.resnet.torch, Keras) or ``"1x1"`` (a
+            bottleneck's first 1x1, HE's CIFAR code), :data:`STRIDE_ONS`.
+        shortcut_projection: ``h`` of a unit whose width grows: ``"conv"``
+            (1x1 projection, with a BN after it in a post-activation unit,
+            none in a pre-activation one) or ``"zero_pad"`` (strided
+            identity plus zero channels), :data:`SHORTCUT_PROJECTIONS`.
+        preact_type: a pre-activation unit's BN-ReLU, :data:`PREACT_TYPES`;
+            ``None``: ``"both_preact"`` where ``h`` is a projection or the
+            width grows (HE: "the projection takes the pre-activated
+            input"), else ``"branch"``.
+        kernel_initializer: of every conv, see :func:`initializer`
+            (default: fb.resnet.torch's fan-out MSRA normal).
         name: prefix of every layer of the unit, e.g. ``"conv3_block2_"``.
     """
     check_unit_args(unit, block, shortcut, gated, subsample=subsample, naming=naming,
-                    conv_bias=conv_bias)
+                    conv_bias=conv_bias, stride_on=stride_on,
+                    shortcut_projection=shortcut_projection, preact_type=preact_type,
+                    kernel_initializer=kernel_initializer)
     spec = UNITS[unit]
     layout = BLOCKS[block]
     preact = unit in PREACT_UNITS
     out_filters = filters * (expansion if block == "bottleneck" else 1)
-    project = (shortcut == "conv" or x.shape[-1] != out_filters
-               or (stride != 1 and subsample == "conv"))
+    in_filters = x.shape[-1]
+    if shortcut_projection == "zero_pad" and in_filters > out_filters and shortcut != "conv":
+        raise ValueError(
+            f"shortcut_projection='zero_pad' pads x with zero channels and cannot narrow "
+            f"{in_filters} channels to {out_filters}; use shortcut_projection='conv'")
+    widens = in_filters != out_filters
+    project = (shortcut == "conv" or (widens and shortcut_projection == "conv")
+               or (not widens and stride != 1 and subsample == "conv"))
+    strided_conv = 1 if stride_on == "1x1" else next(
+        i for i, (kernel, _) in enumerate(layout, start=1) if kernel == 3)
+    if preact and preact_type is None:
+        preact_type = "both_preact" if project or widens else "branch"
 
     def ops(t, which, tag):
         return _ops(t, spec[which], f"{name}{tag}", bn_momentum, bn_epsilon)
@@ -188,22 +286,28 @@ def residual_unit(
         return conv_bias and next_ops[:1] != ("bn",)
 
     unit_input = x
-    if preact:
+    if preact and preact_type != "no_preact":
         x = ops(x, "pre", "preact")
+    # h(x) takes the unit input, or its pre-activation where the BN-ReLU
+    # comes before the split (fb preresnet.lua:65-67, resnet-pre-act.lua:64-66).
+    source = x if preact_type == "both_preact" else unit_input
     if project:
-        h = conv(x if preact else unit_input, out_filters, 1, stride, name=f"{name}0",
-                 use_bias=bias(() if preact else ("bn",)))
-        if not preact:
+        h = conv(source, out_filters, 1, stride, name=f"{name}0",
+                 use_bias=bias(() if preact else ("bn",)),
+                 kernel_initializer=kernel_initializer)
+        if not preact:  # fb models/resnet.lua:33-34; none in preresnet.lua:33-34
             h = _ops(h, ("bn",), f"{name}0", bn_momentum, bn_epsilon)
+    elif widens:
+        h = ZeroPadShortcut(out_filters, stride, name=f"{name}0_zero_pad")(source)
     elif stride != 1:
-        h = keras.layers.MaxPooling2D(1, strides=stride, name=f"{name}0_pool")(unit_input)
+        h = keras.layers.MaxPooling2D(1, strides=stride, name=f"{name}0_pool")(source)
     else:
-        h = unit_input
+        h = source
     if shortcut == "dropout":
-        h = keras.layers.Dropout(shortcut_dropout, name=f"{name}shortcut_dropout")(h)
+        h = ShortcutDropout(shortcut_dropout, name=f"{name}shortcut_dropout")(h)
 
     f = x
-    for i, (kernel, width, strided) in enumerate(layout, start=1):
+    for i, (kernel, width) in enumerate(layout, start=1):
         last = i == len(layout)
         if i > 1:
             if preact:
@@ -212,8 +316,8 @@ def residual_unit(
                 f = keras.layers.Dropout(dropout, name=f"{name}{i}_dropout")(f)
         width = out_filters if width == "expansion" else filters
         next_ops = spec["last_post"] if last else spec["post"] + (spec["pre"] if preact else ())
-        f = conv(f, width, kernel, stride if strided else 1, name=f"{name}{i}",
-                 use_bias=bias(next_ops))
+        f = conv(f, width, kernel, stride if i == strided_conv else 1, name=f"{name}{i}",
+                 use_bias=bias(next_ops), kernel_initializer=kernel_initializer)
         f = ops(f, "last_post" if last else "post", str(i))
 
     if gated:

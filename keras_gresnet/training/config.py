@@ -20,9 +20,19 @@ from keras_gresnet._checks import check_choice, check_int, check_rate
 from keras_gresnet.training import recipes
 from keras_gresnet.training.strategies import resolve_strategy, sync_batchnorm
 
-# The paper each model family comes from decides its default recipe and data.
-DEFAULT_RECIPES = (("*_mlp", "gr_mnist"), ("wide_*", "wrn_cifar"), ("*", "preact_cifar"))
-DEFAULT_DATASETS = (("*_mlp", "mnist"), ("*", "cifar10"))
+# The paper each model family comes from decides its default recipe and data:
+# GR's MLPs and CIFAR nets, WRN's, HE's own CIFAR nets (HE Table 3: 110, 164,
+# 1001 layers, with HE's warm-up) and the ImageNet nets (HE's ImageNet recipe).
+_IMAGENET_MODELS = ("resnet_imagenet", "*resnet50", "*resnet101", "*resnet152", "*resnet200")
+DEFAULT_RECIPES = (
+    ("*_mlp", "gr_mnist"), ("wide_*", "wrn_cifar"),
+    *((pattern, "he_imagenet") for pattern in _IMAGENET_MODELS),
+    *((pattern, "he_cifar") for pattern in ("*resnet110", "*resnet164", "*resnet1001")),
+    ("*", "preact_cifar"),
+)
+DEFAULT_DATASETS = (("*_mlp", "mnist"),
+                    *((pattern, "imagenet2012") for pattern in _IMAGENET_MODELS),
+                    ("*", "cifar10"))
 # Keras' dtype policies a run trains under: the papers' float32, or Keras'
 # mixed precision (float16 or bfloat16 compute, float32 variables).
 DTYPE_POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
@@ -34,12 +44,15 @@ def _first_match(name, table):
 
 def default_recipe(model):
     """The recipe of ``model``'s paper: ``gr_mnist`` for GR's MLPs,
-    ``wrn_cifar`` for Wide (G)ResNets, ``preact_cifar`` otherwise."""
+    ``wrn_cifar`` for Wide (G)ResNets, ``he_imagenet`` for the ImageNet nets,
+    ``he_cifar`` for HE's ResNet-110/164/1001, ``preact_cifar`` otherwise
+    (GR's CIFAR nets)."""
     return _first_match(model, DEFAULT_RECIPES)
 
 
 def default_dataset(model):
-    """``mnist`` for GR's MLPs, ``cifar10`` for the convolutional nets."""
+    """``mnist`` for GR's MLPs, ``imagenet2012`` for the ImageNet nets,
+    ``cifar10`` for the other convolutional nets."""
     return _first_match(model, DEFAULT_DATASETS)
 
 
@@ -121,7 +134,7 @@ def resolve_config(
     """
     builder = zoo.model_builder(model)
     dataset = dataset or default_dataset(model)
-    check_choice(dataset, "dataset", tuple(data.DATASETS))
+    check_choice(dataset, "dataset", (*data.DATASETS, data.IMAGENET))
     recipe = recipes.get_recipe(recipe or default_recipe(model), **overrides)
     check_int(seed, "seed", 0, 2**31 - 1)
     strategy = _check_strategy(strategy, cluster)

@@ -13,6 +13,11 @@ def test_data(config=None, *, dataset=None, data_dir=None, preprocessing=None, b
     required and ``preprocessing`` (default ``"scale"``) is fitted on the
     training split."""
     subset = None
+    if data.IMAGENET in (dataset, (config or {}).get("dataset")):
+        raise ValueError(
+            f"evaluate reads a dataset into memory, which {data.IMAGENET} is not: evaluate an "
+            f"ImageNet model on keras_gresnet.data.pipeline('{data.IMAGENET}', ...).test with "
+            f"model.evaluate")
     if config is not None:
         own = dataset in (None, config["dataset"])
         dataset = dataset or config["dataset"]

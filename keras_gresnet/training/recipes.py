@@ -16,6 +16,19 @@ passes through the momentum like the data gradient. That is the gradient of
 ``l * sum(w ** 2)``, gradient ``2 l w``). A recipe's ``weight_decay`` is
 therefore the number printed in the papers (HE 1e-4, WRN 5e-4), with the
 papers' effect; ``L2(weight_decay)`` would decay twice as hard.
+
+What is decayed. Torch's ``optim.sgd`` adds ``weightDecay * x`` to the whole
+flat parameter vector of ``model:getParameters()``: every kernel, bias and
+BatchNorm ``gamma``/``beta`` (fb.resnet.torch train.lua:20-29, WRN
+train.lua:24, 231-236). ``decay="all"`` (the CIFAR and ImageNet recipes) does
+that; ``decay="kernels"`` decays conv/dense kernels only. Moving statistics
+are not parameters; GR's gates ``k`` only with ``k_decay``.
+
+Old configs. A recorded config without a field added since
+(:data:`LEGACY_FIELDS`) was trained with the value there, so
+:meth:`Recipe.from_config` fills it in; :meth:`Recipe.get_config` leaves such
+a field out where the recipe and the registry's recipe of its name both hold
+the legacy value (``gr_mnist``'s config is what its recorded runs hold).
 """
 
 import dataclasses
@@ -28,10 +41,14 @@ import keras
 from keras_gresnet._checks import (  # noqa: F401 (MAX_COUNT: the largest count a field takes)
     MAX_COUNT, PREPROCESSINGS, check_count, check_listed, check_number, fail, is_real,
 )
+from keras_gresnet.data.preprocessing import PAD_MODES
 from keras_gresnet.optimizers import OPTIMIZERS
 from keras_gresnet.layers import all_layers, gate_layers
 
 MILESTONE_UNITS = ("fraction", "epoch", "step")
+DECAYS = ("all", "kernels")
+# Fields added since the first recorded runs, with the value those ran with.
+LEGACY_FIELDS = {"decay": "kernels", "pad_mode": "zero"}
 
 
 def _optimizer_classes():
@@ -69,16 +86,21 @@ class Recipe:
             ``"epoch"``, or ``"step"`` (iterations: HE's 32k, 48k).
         lr_factor: the multiplier at each milestone (0.1 HE, 0.2 WRN).
         warmup_steps: iterations at ``warmup_lr`` before ``learning_rate``
-            (HE: 400 at 0.01 for the original-unit ResNet-110).
+            (HE appendix: 400 at 0.01 in all its CIFAR runs). A milestone
+            inside the warm-up takes effect when the warm-up ends.
         warmup_lr: the warm-up learning rate.
         epochs: length of the run in epochs.
         max_steps: length in iterations instead (HE: 64k), or ``None``.
         batch_size: examples per step.
         weight_decay: the papers' weight decay (see the module docstring).
+        decay: what it decays: ``"all"`` parameters (Torch's ``optim.sgd``
+            in the papers' code) or ``"kernels"`` only.
         k_decay: decay GR's gates ``k`` too (GR Table 3: it hurts).
         preprocessing: ``"scale"``, ``"mean"`` or ``"meanstd"``
             (:class:`keras_gresnet.data.Preprocessing`).
         augment: pad-4 random crop + horizontal flip.
+        pad_mode: the crop's padding: ``"zero"`` (fb.resnet.torch) or
+            ``"reflect"`` (WRN's scripts).
         dropout: dropout between the two convs of a unit (WRN).
         bn_momentum: Keras BatchNormalization momentum (Torch's 0.1 = 0.9).
         citation: where the numbers come from.
@@ -97,9 +119,11 @@ class Recipe:
     max_steps: int = None
     batch_size: int = 128
     weight_decay: float = 0.0
+    decay: str = "all"
     k_decay: bool = False
     preprocessing: str = "scale"
     augment: bool = False
+    pad_mode: str = "zero"
     dropout: float = 0.0
     bn_momentum: float = 0.99
     citation: str = ""
@@ -120,6 +144,8 @@ class Recipe:
             fail(_field("optimizer_kwargs"), unknown, f"arguments of {cls.__name__}: {sorted(accepted)}")
         check_listed(self.lr_milestone_unit, _field("lr_milestone_unit"), MILESTONE_UNITS)
         check_listed(self.preprocessing, _field("preprocessing"), PREPROCESSINGS)
+        check_listed(self.decay, _field("decay"), DECAYS)
+        check_listed(self.pad_mode, _field("pad_mode"), PAD_MODES)
         for field, low, high in (
             ("learning_rate", 0, None),
             ("lr_factor", 0, None),
@@ -160,24 +186,34 @@ class Recipe:
             "step": 1,
         }[self.lr_milestone_unit]
         steps = tuple(round(m * per_unit) for m in self.lr_milestones)
-        if any(b <= a for a, b in zip((self.warmup_steps,) + steps, steps)):
+        if any(b <= a for a, b in zip((0,) + steps, steps)):
             raise ValueError(
                 f"Recipe {self.name!r}: milestones {self.lr_milestones} "
                 f"({self.lr_milestone_unit}) give steps {steps} with "
                 f"{steps_per_epoch} steps per epoch; they must increase and come "
-                f"after warmup_steps={self.warmup_steps}"
+                f"after step 0"
             )
         return steps
+
+    def learning_rate_at(self, step, steps_per_epoch):
+        """The learning rate of iteration ``step`` (0-based): ``warmup_lr``
+        during the warm-up, then ``learning_rate`` times ``lr_factor`` per
+        milestone passed."""
+        if step < self.warmup_steps:
+            return self.warmup_lr
+        passed = sum(step >= s for s in self.milestone_steps(steps_per_epoch))
+        return self.learning_rate * self.lr_factor**passed
 
     def learning_rate_schedule(self, steps_per_epoch):
         """The recipe's step schedule as a (built-in, serializable)
         ``keras.optimizers.schedules.PiecewiseConstantDecay``, warm-up included."""
         check_count(steps_per_epoch, _field("steps_per_epoch"), 1)
-        starts = self.milestone_steps(steps_per_epoch)
-        values = [self.learning_rate * self.lr_factor**i for i in range(len(starts) + 1)]
-        if self.warmup_steps:
-            starts = (self.warmup_steps,) + starts
-            values = [self.warmup_lr] + values
+        milestones = self.milestone_steps(steps_per_epoch)
+        # Each rate starts at a milestone or at the warm-up's end (a milestone
+        # inside the warm-up shows when it ends).
+        starts = tuple(sorted({s for s in milestones if s > self.warmup_steps}
+                              | ({self.warmup_steps} if self.warmup_steps else set())))
+        values = [self.learning_rate_at(s, steps_per_epoch) for s in (0,) + starts]
         if not starts:
             # A constant rate: Keras' PiecewiseConstantDecay needs one boundary.
             starts, values = (1,), values * 2
@@ -200,22 +236,36 @@ class Recipe:
     def apply_to(self, model):
         """Attach the recipe's weight decay and BN momentum to ``model``
         (before ``compile``); returns ``model``."""
-        apply_weight_decay(model, self.weight_decay, k_decay=self.k_decay)
+        apply_weight_decay(model, self.weight_decay, k_decay=self.k_decay, decay=self.decay)
         set_bn_momentum(model, self.bn_momentum)
         return model
 
     # -- serialization -------------------------------------------------------
 
+    def _recorded(self, field):
+        """Whether :meth:`get_config` writes ``field``: always, but a
+        :data:`LEGACY_FIELDS` entry that holds its legacy value where the
+        registry's recipe of this name does too (or there is none)."""
+        legacy = LEGACY_FIELDS.get(field, self)  # self: no legacy value
+        registered = RECIPES.get(self.name)
+        return getattr(self, field) != legacy or (
+            registered is not None and getattr(registered, field) != legacy)
+
     def get_config(self):
-        """The recipe as a JSON-ready dict."""
-        config = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        """The recipe as a JSON-ready dict, without a :data:`LEGACY_FIELDS`
+        entry that holds its legacy value as the registry's recipe does (the
+        config it had before the field existed)."""
+        config = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                  if self._recorded(f.name)}
         config["optimizer_kwargs"] = dict(self.optimizer_kwargs)
         config["lr_milestones"] = list(self.lr_milestones)
         return config
 
     @classmethod
     def from_config(cls, config):
-        return cls(**config)
+        """The recipe of ``config``; a field it lacks from :data:`LEGACY_FIELDS`
+        gets the value runs recorded before the field existed."""
+        return cls(**{**LEGACY_FIELDS, **config})
 
 
 RECIPES = {
@@ -229,6 +279,7 @@ RECIPES = {
         epochs=100,
         batch_size=128,
         weight_decay=0.0,
+        decay="kernels",  # no decay at all; the value its recorded runs hold
         preprocessing="scale",
         augment=False,
         bn_momentum=0.99,  # Keras' default: GR trained these nets in Keras
@@ -245,36 +296,75 @@ RECIPES = {
         epochs=164,  # ~ HE's 64k iterations at 391 steps per epoch
         batch_size=128,
         weight_decay=1e-4,
+        # Torch's optim.sgd decays every parameter (fb.resnet.torch train.lua:20-29).
+        decay="all",
         preprocessing="mean",
         augment=True,
+        pad_mode="zero",  # fb.resnet.torch datasets/transforms.lua:62-72 (RandomCrop)
         bn_momentum=0.9,
         citation="GR, pre-activation ResNets on CIFAR (Table 3), HE's recipe: SGD "
-        "Nesterov 0.9, lr 0.1 /10 at 50% and 75% of the epochs, wd 1e-4, BN "
-        "momentum 0.9, mean subtraction, pad-4 crop + flip, batch 128",
+        "Nesterov 0.9, lr 0.1 /10 at 50% and 75% of the epochs, wd 1e-4 on every "
+        "parameter, BN momentum 0.9, mean subtraction, pad-4 crop + flip, batch 128",
     ),
 }
 # WRN's recipe: HE's CIFAR SGD with WRN's schedule, weight decay, statistics
 # and dropout.
 RECIPES["wrn_cifar"] = dataclasses.replace(
     RECIPES["preact_cifar"], name="wrn_cifar",
-    lr_milestones=(0.3, 0.6, 0.8), lr_factor=0.2, epochs=200,  # x0.2 at epochs 60, 120, 160
+    # x0.2 when WRN's 1-based epoch 60, 120, 160 starts (train.lua:173-181):
+    # after 59, 119, 159 epochs of 200.
+    lr_milestones=(59 / 200, 119 / 200, 159 / 200), lr_factor=0.2, epochs=200,
     weight_decay=5e-4, preprocessing="meanstd", dropout=0.3,
-    citation="WRN's recipe (GR Tables 3-4): SGD Nesterov 0.9, lr 0.1 x0.2 at "
-    "epochs 60, 120, 160 of 200, wd 5e-4, dropout 0.3, mean/std, pad-4 crop "
-    "+ flip, batch 128",
+    pad_mode="reflect",  # WRN scripts/train_cifar.sh:9, train.lua:103-117
+    citation="WRN's recipe (GR Tables 3-4; WRN's train.lua, scripts/train_cifar.sh): "
+    "SGD Nesterov 0.9, lr 0.1 x0.2 at 1-based epochs 60, 120, 160 of 200, wd 5e-4 "
+    "on every parameter, dropout 0.3, mean/std, pad-4 reflection crop + flip, batch 128",
 )
-# HE's own iteration-based form of the pre-activation recipe (/10 at 32k and
-# 48k iterations, stop at 64k). warmup_steps=400, warmup_lr=0.01 gives the
-# warm-up of its original-unit ResNet-110.
-RECIPES["preact_cifar_he"] = dataclasses.replace(
+# HE's CIFAR recipe for HE's own CIFAR nets (resnet110..., preact_resnet110...):
+# preact_cifar's epochs, with HE's warm-up (lr 0.01 for the first 400 iterations;
+# HE's appendix, as we recall it, applies it to all its CIFAR runs, following
+# ResNet v1's ResNet-110: the paper's text could not be checked offline here)
+# and fb.resnet.torch's per-channel
+# mean/std (datasets/cifar10.lua:37-48), which HE's code builds on.
+RECIPES["he_cifar"] = dataclasses.replace(
     RECIPES["preact_cifar"],
+    name="he_cifar",
+    warmup_steps=400,
+    warmup_lr=0.01,
+    preprocessing="meanstd",
+    citation="HE's CIFAR recipe (HE appendix; fb.resnet.torch): SGD Nesterov 0.9, "
+    "lr 0.01 for 400 iterations, then 0.1 /10 at 50% and 75% of 164 epochs, wd "
+    "1e-4 on every parameter, per-channel mean/std, pad-4 crop + flip, batch 128",
+)
+# The same in HE's own iterations (/10 at 32k and 48k, stop at 64k).
+RECIPES["preact_cifar_he"] = dataclasses.replace(
+    RECIPES["he_cifar"],
     name="preact_cifar_he",
     lr_milestones=(32_000, 48_000),
     lr_milestone_unit="step",
     max_steps=64_000,
-    citation="HE's CIFAR recipe: lr 0.1 /10 at 32k and 48k iterations, stop at "
-    "64k, momentum 0.9, wd 1e-4, batch 128 (Nesterov as in fb.resnet.torch, "
-    "which HE's code builds on)",
+    citation="HE's CIFAR recipe in iterations (HE appendix): lr 0.01 for 400 "
+    "iterations, then 0.1 /10 at 32k and 48k, stop at 64k, momentum 0.9, wd 1e-4 "
+    "on every parameter, batch 128 (Nesterov and per-channel mean/std as in "
+    "fb.resnet.torch, which HE's code builds on)",
+)
+# HE's ImageNet recipe: fb.resnet.torch's (HE appendix: lr 0.1 /10 at epochs
+# 30 and 60, batch 256, no warm-up). The data side (scale + aspect-ratio crops
+# of 224, flip, fixed mean/std) is keras_gresnet.data.imagenet.
+RECIPES["he_imagenet"] = dataclasses.replace(
+    RECIPES["preact_cifar"],
+    name="he_imagenet",
+    learning_rate=0.1,  # for batch 256 (opts.lua:39)
+    lr_milestones=(30, 60),  # floor((epoch - 1) / 30) (train.lua:177-178)
+    lr_milestone_unit="epoch",
+    epochs=90,  # opts.lua:77
+    batch_size=256,
+    weight_decay=1e-4,  # opts.lua:41
+    preprocessing="meanstd",  # fb's fixed statistics (datasets/imagenet.lua:66-70)
+    citation="HE's ImageNet recipe (HE appendix; fb.resnet.torch train.lua, opts.lua, "
+    "datasets/imagenet.lua): SGD Nesterov 0.9, lr 0.1 /10 at epochs 30 and 60 of 90, "
+    "batch 256, wd 1e-4 on every parameter, BN momentum 0.9, random-sized 224 "
+    "crop + flip, mean/std",
 )
 
 
@@ -300,50 +390,69 @@ def get_recipe(name, **overrides):
 # Weight decay and BN momentum on a built model.
 
 
-def decay_variables(model, k_decay=False):
-    """The variables the papers decay: every conv/dense ``kernel`` (weights
-    named ``kernel``), plus every gate ``k`` when ``k_decay``. Biases and
-    BatchNorm parameters never."""
+# The regularizer arguments of Keras layers, so that a saved .keras model keeps
+# its decay; "kernels" keeps only the first.
+_REGULARIZER_ARGUMENTS = ("kernel_regularizer", "bias_regularizer", "gamma_regularizer",
+                          "beta_regularizer")
+
+
+def _check_decay(decay):
+    if decay not in DECAYS:
+        raise ValueError(f"decay must be one of {', '.join(map(repr, DECAYS))}, got {decay!r}")
+
+
+def decay_variables(model, k_decay=False, decay="all"):
+    """The variables the papers decay. ``decay="all"``: every trainable
+    variable (kernels, biases, BatchNorm ``gamma``/``beta``; Torch's
+    ``optim.sgd`` decays ``model:getParameters()``, fb.resnet.torch
+    train.lua:20-29); ``"kernels"``: the conv/dense kernels (weights named
+    ``kernel``). Gates ``k`` only with ``k_decay``; moving statistics never."""
+    _check_decay(decay)
     gates = {id(gate.k) for gate in gate_layers(model)}
     return [
         v
-        for v in model.weights
-        if v.name == "kernel" or (k_decay and id(v) in gates)
+        for v in model.trainable_weights
+        if (k_decay if id(v) in gates else decay == "all" or v.name == "kernel")
     ]
 
 
-def apply_weight_decay(model, weight_decay, k_decay=False):
+def apply_weight_decay(model, weight_decay, k_decay=False, decay="all"):
     """Attach the papers' coupled L2 weight decay to a built model.
 
     Sets ``keras.regularizers.L2(weight_decay / 2)`` as the ``regularizer`` of
-    every kernel (and of every gate ``k`` with ``k_decay``): Keras adds these
-    penalties to ``model.losses``, and ``model.fit`` to the loss it
-    differentiates, so the decay goes through the optimizer with the data
-    gradient, as in the papers. Idempotent: a second call replaces the first;
-    ``weight_decay=0`` removes it; gates are cleared when ``k_decay=False``.
-    Layers with a ``kernel_regularizer`` argument get it too, so a saved
-    ``.keras`` model keeps its kernels' decay (the gates' ``k`` decay is not
-    saved: ``ResidualGate`` has no regularizer argument).
+    every variable of :func:`decay_variables`: Keras adds these penalties to
+    ``model.losses``, and ``model.fit`` to the loss it differentiates, so the
+    decay goes through the optimizer with the data gradient, as in the
+    papers. Idempotent: a second call replaces the first; ``weight_decay=0``
+    removes it. Layers get the matching ``kernel_regularizer`` (and with
+    ``decay="all"`` ``bias_regularizer``, ``gamma_regularizer``,
+    ``beta_regularizer``) too, so a saved ``.keras`` model keeps its decay
+    (the gates' ``k`` decay is not saved: ``ResidualGate`` has no regularizer
+    argument).
 
     Args:
         model: a built Keras model.
         weight_decay: the papers' weight decay (HE 1e-4, WRN 5e-4).
         k_decay: decay the gates ``k`` too (GR Table 3's "k decay").
+        decay: ``"all"`` parameters (the papers' code) or ``"kernels"``.
 
     Returns:
         The decayed variables.
     """
     if not is_real(weight_decay) or weight_decay < 0:
         raise ValueError(f"weight_decay must be a number >= 0, got {weight_decay!r}")
+    _check_decay(decay)
     regularizer = keras.regularizers.L2(weight_decay / 2) if weight_decay else None
-    decayed = decay_variables(model, k_decay)
+    decayed = decay_variables(model, k_decay, decay)
     decayed_ids = {id(v) for v in decayed}
-    # Every candidate, so that a gate decayed by an earlier call is cleared.
-    for variable in decay_variables(model, k_decay=True):
+    # Every trainable variable, so that one decayed by an earlier call is cleared.
+    for variable in model.trainable_weights:
         variable.regularizer = regularizer if id(variable) in decayed_ids else None
+    arguments = _REGULARIZER_ARGUMENTS if decay == "all" else _REGULARIZER_ARGUMENTS[:1]
     for layer in all_layers(model):
-        if hasattr(layer, "kernel_regularizer"):
-            layer.kernel_regularizer = regularizer
+        for argument in _REGULARIZER_ARGUMENTS:
+            if hasattr(layer, argument):
+                setattr(layer, argument, regularizer if argument in arguments else None)
     return decayed if regularizer else []
 
 

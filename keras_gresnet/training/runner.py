@@ -166,6 +166,7 @@ def _data(config, recipe, loop):
         batch_size=global_batch_size,
         validation_split=config["validation_split"],
         augment=recipe.augment,
+        pad_mode=recipe.pad_mode,
         seed=config["seed"],
         max_train_examples=config["max_train_examples"],
         max_test_examples=config["max_test_examples"],

@@ -36,11 +36,18 @@ STEMS = ("cifar", "imagenet")
 # The options of every residual unit, at residual_unit's own defaults.
 UNIT_DEFAULTS = {
     key: p.default for key, p in inspect.signature(residual_unit).parameters.items()
-    if p.kind is p.KEYWORD_ONLY and key not in ("stride", "name")
+    if p.kind is p.KEYWORD_ONLY and key not in ("stride", "name", "preact_type")
 }
 # Which unit of a stage takes its stride: the first (HE), or the last, with
 # no stride in the last stage (Keras ResNetV2, after TF-slim).
 STRIDE_POSITIONS = ("first", "last")
+# Which pre-activation units put their BN-ReLU before the split, so that
+# h(x) takes the activated x ("both_preact"; the others start F with it):
+# the first unit of every stage, stage 1 included (fb.resnet.torch
+# models/preresnet.lua:114-123, the base of Keras ResNetV2's block1), or the
+# units whose width changes (HE's CIFAR code, resnet-pre-act.lua:38, 62-66;
+# WRN, wide-residual-networks models/wide-resnet.lua:52-54).
+BOTH_PREACTS = ("first", "width_change")
 # Layouts of the ImageNet net as :func:`resnet` arguments: "he" is HE's
 # (fb.resnet.torch's); "keras" is Keras Applications' ResNetV2
 # (``keras.applications.ResNet50V2``...), layer names included, so that its
@@ -55,12 +62,15 @@ IMAGENET_LAYOUTS = {
         naming="keras",
         bn_epsilon=1.001e-5,
         bn_momentum=0.99,  # Keras' default, as the source layers have it
+        # Keras' Conv2D default: keras/src/applications/resnet.py's
+        # residual_block_v2 gives no initializer.
+        kernel_initializer="glorot_uniform",
     ),
 }
 
 
 def resnet(stage_sizes, widths, *, stem="cifar", stem_filters=16, stride_position="first",
-           stem_bn=None, include_top=True, weights=None, input_tensor=None, input_shape=None,
+           stem_bn=None, both_preact="first", include_top=True, weights=None, input_tensor=None, input_shape=None,
            pooling=None, classes=10, classifier_activation="softmax",
            include_preprocessing=False, name="resnet", **unit_options):
     """The generic residual net behind every convolutional zoo model.
@@ -77,7 +87,14 @@ def resnet(stage_sizes, widths, *, stem="cifar", stem_filters=16, stride_positio
             last unit of every stage but the last).
         stem_bn: BN-ReLU after the stem conv. ``None``: HE's choice (always,
             but a CIFAR pre-activation net, whose first unit normalises its
-            own input); Keras ResNetV2: ``False``.
+            own input); Keras ResNetV2: ``False``. Where a pre-activation
+            net's stem has it, the first unit has no BN-ReLU of its own
+            (``preact_type="no_preact"``, fb.resnet.torch's ImageNet nets).
+        both_preact: which pre-activation units apply their BN-ReLU before
+            the split (``h`` takes the activated input): ``"first"`` (the
+            first unit of every stage, fb.resnet.torch) or
+            ``"width_change"`` (units whose width changes, HE's CIFAR
+            bottleneck code and WRN), :data:`BOTH_PREACTS`.
         include_top, weights, input_tensor, input_shape, pooling, classes,
         classifier_activation, name: as in Keras Applications; ``weights`` is
             ``None``, a ``.keras`` / ``.weights.h5`` path or a preset folder
@@ -92,12 +109,16 @@ def resnet(stage_sizes, widths, *, stem="cifar", stem_filters=16, stride_positio
             :func:`keras_gresnet.layers.residual_unit` (``unit, block,
             shortcut, gated, k_initial, dropout, expansion, shortcut_scale,
             residual_scale, gate_bias, shortcut_dropout, bn_momentum,
-            bn_epsilon, subsample, conv_bias, naming``), at its defaults when
-            left out; ``conv_bias`` also goes to the stem conv when no batch
-            norm follows it.
+            bn_epsilon, subsample, conv_bias, naming, stride_on,
+            shortcut_projection, kernel_initializer``), at its defaults when
+            left out; ``preact_type`` is set per unit by ``both_preact``;
+            ``kernel_initializer`` also initialises the stem conv, and
+            ``conv_bias`` gives it a bias when no batch norm follows it.
     """
     builder = name  # the messages name the model being built
-    unknown = sorted(set(unit_options) - set(UNIT_DEFAULTS))
+    unknown = sorted(set(unit_options) - set(UNIT_DEFAULTS) - {"preact_type"})
+    if "preact_type" in unit_options:
+        raise TypeError("resnet() sets each unit's preact_type from both_preact and stem_bn")
     if unknown:
         raise TypeError(f"resnet() got an unexpected keyword argument {unknown[0]!r}")
     options = {**UNIT_DEFAULTS, **unit_options}
@@ -117,8 +138,18 @@ def resnet(stage_sizes, widths, *, stem="cifar", stem_filters=16, stride_positio
     check_choice(stem, "stem", STEMS)
     check_unit_args(unit, block, options["shortcut"], options["gated"],
                     subsample=options["subsample"], naming=options["naming"],
-                    conv_bias=options["conv_bias"])
+                    conv_bias=options["conv_bias"], stride_on=options["stride_on"],
+                    shortcut_projection=options["shortcut_projection"],
+                    kernel_initializer=options["kernel_initializer"])
     check_choice(stride_position, "stride_position", STRIDE_POSITIONS)
+    check_choice(both_preact, "both_preact", BOTH_PREACTS)
+    out_widths = [w * (expansion if block == "bottleneck" else 1) for w in widths]
+    if (options["shortcut_projection"] == "zero_pad" and options["shortcut"] != "conv"
+            and any(b < a for a, b in zip([stem_filters] + out_widths, out_widths))):
+        raise ValueError(
+            f"shortcut_projection='zero_pad' pads x with zero channels, so the widths "
+            f"may not shrink from the stem's {stem_filters} on, got output widths "
+            f"{tuple(out_widths)}; use shortcut_projection='conv'")
     if stem_bn is not None and not isinstance(stem_bn, bool):
         raise ValueError(f"stem_bn must be None, True or False, got {stem_bn!r}")
     check_rate(options["dropout"], "dropout")
@@ -146,10 +177,12 @@ def resnet(stage_sizes, widths, *, stem="cifar", stem_filters=16, stride_positio
     bn = dict(momentum=options["bn_momentum"], epsilon=options["bn_epsilon"])
     inputs, x = model_input(input_tensor, input_shape, preprocessing)
     stem_bias = options["conv_bias"] and not stem_bn
+    init = options["kernel_initializer"]
     if stem == "imagenet":
-        x = conv(x, stem_filters, 7, stride=2, name="conv1", use_bias=stem_bias)
+        x = conv(x, stem_filters, 7, stride=2, name="conv1", use_bias=stem_bias,
+                 kernel_initializer=init)
     else:
-        x = conv(x, stem_filters, 3, name="conv1", use_bias=stem_bias)
+        x = conv(x, stem_filters, 3, name="conv1", use_bias=stem_bias, kernel_initializer=init)
     if stem_bn:
         x = keras.layers.BatchNormalization(**bn, name="conv1_bn")(x)
         x = keras.layers.Activation("relu", name="conv1_relu")(x)
@@ -164,7 +197,16 @@ def resnet(stage_sizes, widths, *, stem="cifar", stem_filters=16, stride_positio
                 strided = b == 0 and s > 0
             else:
                 strided = b == n - 1 and s < last_stage
-            x = residual_unit(x, width, stride=2 if strided else 1,
+            preact_type = None
+            if preact:
+                changes = x.shape[-1] != out_widths[s]
+                shared = b == 0 if both_preact == "first" else changes
+                preact_type = "both_preact" if shared else "branch"
+                if s == 0 and b == 0 and stem_bn:
+                    # fb preresnet.lua:120, 146-150: after the stem's BN-ReLU
+                    # (and max-pool) the first unit has none of its own.
+                    preact_type = "no_preact"
+            x = residual_unit(x, width, stride=2 if strided else 1, preact_type=preact_type,
                               name=f"conv{s + 2}_block{b + 1}_", **options)
     if preact:  # HE: an extra BN-ReLU after the last pre-activation unit
         x = keras.layers.BatchNormalization(**bn, name="post_bn")(x)
@@ -199,11 +241,22 @@ def _resolve_n(n, depth, layers_per_unit, extra, default):
 # ------------------------------------------------------------------ CIFAR
 
 
-def _cifar(*, n=None, depth=None, block="basic", widths=CIFAR_WIDTHS, **arguments):
-    """HE's CIFAR net: 3 stages of ``n`` units, ``depth = layers * 3n + 2``."""
+def _cifar(*, n=None, depth=None, block="basic", widths=CIFAR_WIDTHS, stride_on=None,
+           shortcut_projection=None, both_preact=None, **arguments):
+    """HE's CIFAR net: 3 stages of ``n`` units, ``depth = layers * 3n + 2``;
+    the ``None`` options at the reference code's choice for ``block``."""
     if block not in BLOCKS:
         check_unit_args(block=block)
     n = _resolve_n(n, depth, CIFAR_LAYERS_PER_UNIT[block], 2, default=5)
+    bottleneck = block == "bottleneck"  # HE's resnet-pre-act.lua, else fb.resnet.torch
+    if stride_on is None:  # resnet-pre-act.lua:70; fb has no CIFAR bottleneck
+        stride_on = "1x1" if bottleneck else "3x3"
+    if shortcut_projection is None:  # resnet-pre-act.lua:83; fb opts.lua:78-85 (type A)
+        shortcut_projection = "conv" if bottleneck else "zero_pad"
+    if both_preact is None:  # resnet-pre-act.lua:38, 62-66; fb preresnet.lua:119-123
+        both_preact = "width_change" if bottleneck else "first"
+    arguments.update(stride_on=stride_on, shortcut_projection=shortcut_projection,
+                     both_preact=both_preact)
     arguments.setdefault("stem_filters", widths[0] if isinstance(widths, (list, tuple))
                          and widths else CIFAR_WIDTHS[0])
     return resnet((n, n, n), widths, stem="cifar", block=block, **arguments)
@@ -221,7 +274,9 @@ def resnet_cifar(n=None, *, depth=None, unit="preact", block="basic", shortcut="
                  gated=False, widths=CIFAR_WIDTHS, k_initial=1.0, dropout=0.0, expansion=4,
                  shortcut_scale=0.5, residual_scale=1.0, gate_bias=-6.0, shortcut_dropout=0.5,
                  bn_momentum=0.9, bn_epsilon=1e-5, subsample="conv", conv_bias=False,
-                 naming="zoo", stride_position="first", stem_bn=None, include_top=True,
+                 naming="zoo", stride_position="first", stem_bn=None, stride_on=None,
+                 shortcut_projection=None, both_preact=None,
+                 kernel_initializer="msra_fan_out", include_top=True,
                  weights=None, input_tensor=None, input_shape=None, pooling=None, classes=10,
                  classifier_activation="softmax", include_preprocessing=False,
                  name="resnet_cifar"):
@@ -243,6 +298,16 @@ def resnet_cifar(n=None, *, depth=None, unit="preact", block="basic", shortcut="
             ``"dropout"``.
         gated: GR's scalar gate on every unit (GResNet).
         widths: stage widths.
+        stride_on: ``"3x3"`` or ``"1x1"``; ``None``: the first 1x1 of a
+            bottleneck (HE's CIFAR code), else the 3x3.
+        shortcut_projection: ``h`` where the width grows, ``"zero_pad"``
+            or ``"conv"``; ``None``: ``"conv"`` for a bottleneck (HE's CIFAR
+            code), else ``"zero_pad"`` (fb.resnet.torch's CIFAR default).
+        both_preact: ``"first"`` or ``"width_change"``; ``None``:
+            ``"width_change"`` for a bottleneck (HE's CIFAR code), else
+            ``"first"`` (fb.resnet.torch).
+        kernel_initializer: of every conv (fb.resnet.torch's fan-out MSRA
+            normal), see :func:`keras_gresnet.layers.initializer`.
         k_initial, dropout, expansion, shortcut_scale, residual_scale,
         gate_bias, shortcut_dropout, bn_momentum, bn_epsilon, subsample,
         conv_bias, naming, stride_position, stem_bn: as in :func:`resnet`.
@@ -354,13 +419,17 @@ def _wide(*, n=None, widen_factor=10, depth=None, **arguments):
     """WRN-d-k: depth ``6n+4``, widths 16k/32k/64k, pre-activation basic units."""
     check_int(widen_factor, "widen_factor", 1)
     n = _resolve_n(n, depth, 2, 4, default=4)
+    # WRN's code: projections where the width changes, with the BN-ReLU
+    # before the split there (models/wide-resnet.lua:52-54, 65-67).
     return resnet((n, n, n), tuple(w * widen_factor for w in CIFAR_WIDTHS), stem="cifar",
-                  stem_filters=CIFAR_WIDTHS[0], unit="preact", block="basic", **arguments)
+                  stem_filters=CIFAR_WIDTHS[0], unit="preact", block="basic",
+                  shortcut_projection="conv", both_preact="width_change", **arguments)
 
 
 @register_model(configs=[dict(n=4, widen_factor=10, dropout=0.3)])
 def wide_resnet(n=None, widen_factor=10, dropout=0.3, *, depth=None, gated=False,
-                k_initial=1.0, bn_momentum=0.9, include_top=True, weights=None,
+                k_initial=1.0, bn_momentum=0.9, kernel_initializer="msra_fan_in",
+                include_top=True, weights=None,
                 input_tensor=None, input_shape=None, pooling=None, classes=10,
                 classifier_activation="softmax", include_preprocessing=False,
                 name="wide_resnet"):
@@ -376,6 +445,8 @@ def wide_resnet(n=None, widen_factor=10, dropout=0.3, *, depth=None, gated=False
         widen_factor: ``k``.
         dropout: rate between the two convs of each unit.
         gated: GR's gate on every unit (:func:`wide_gresnet`).
+        kernel_initializer: of every conv; WRN's ``MSRinit`` is fan-in
+            (``"msra_fan_in"``), see :func:`keras_gresnet.layers.initializer`.
         k_initial, bn_momentum, and the Keras Applications arguments: as in
             :func:`resnet_cifar`.
     """
@@ -384,7 +455,7 @@ def wide_resnet(n=None, widen_factor=10, dropout=0.3, *, depth=None, gated=False
 
 @register_model(configs=[dict(n=4, widen_factor=10, dropout=0.3)], family="wide_resnet")
 def wide_gresnet(n=None, widen_factor=10, dropout=0.3, *, depth=None, k_initial=1.0,
-                 bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
+                 bn_momentum=0.9, kernel_initializer="msra_fan_in", include_top=True, weights=None, input_tensor=None,
                  input_shape=None, pooling=None, classes=10, classifier_activation="softmax",
                  include_preprocessing=False, name="wide_gresnet"):
     """Wide GResNet (GR Tables 3-4): WRN-28-10 with a gate on every unit.

@@ -1,0 +1,87 @@
+"""Layers of a unit's shortcut ``h(x)`` that Keras has no layer for: the
+zero-padded identity of fb.resnet.torch's CIFAR nets and HE Table 1's
+dropout shortcut. ``keras.ops`` only, registered for ``safe_mode`` loading."""
+
+import keras
+from keras import ops
+
+PACKAGE = "keras_gresnet"
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class ZeroPadShortcut(keras.layers.Layer):
+    """The strided identity padded with zero channels up to ``filters``:
+    fb.resnet.torch's shortcutType "A" (HE's option A), ``x[:, ::s, ::s]``
+    (a 1x1 average pool with stride ``s``) followed by the zero channels
+    (models/preresnet.lua:35-41). No weights.
+
+    Args:
+        filters: output channels (at least the input's).
+        stride: subsampling of both spatial axes.
+    """
+
+    def __init__(self, filters, stride=1, **kwargs):
+        super().__init__(**kwargs)
+        self.filters = int(filters)
+        self.stride = int(stride)
+
+    def build(self, input_shape):
+        if input_shape[-1] > self.filters:
+            raise ValueError(
+                f"ZeroPadShortcut pads channels: filters={self.filters} is fewer than the "
+                f"input's {input_shape[-1]}")
+
+    def call(self, x):
+        s = self.stride
+        if s > 1:
+            x = x[:, ::s, ::s, :]
+        extra = self.filters - x.shape[-1]
+        return ops.pad(x, [[0, 0], [0, 0], [0, 0], [0, extra]]) if extra else x
+
+    def compute_output_shape(self, input_shape):
+        def sub(d):
+            return None if d is None else (d + self.stride - 1) // self.stride
+        return (input_shape[0], sub(input_shape[1]), sub(input_shape[2]), self.filters)
+
+    def get_config(self):
+        return {**super().get_config(), "filters": self.filters, "stride": self.stride}
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class ShortcutDropout(keras.layers.Layer):
+    """HE Table 1's dropout shortcut, ``h(x) = dropout(x)`` as HE describes
+    it: it "statistically imposes a scale of lambda with an expectation of
+    0.5 on the shortcut" (HE section 3.1), i.e. a mask with no rescaling of
+    the kept values (Keras' ``Dropout`` divides them by ``1 - rate``, which
+    keeps the expectation at ``x``).
+
+    Training: ``m * x`` with ``m ~ Bernoulli(1 - rate)`` per element, so
+    ``E[h] = (1 - rate) x``. Inference: the expectation itself, ``(1 - rate)
+    x`` (dropout as first published, the mask's mean at test time), so that
+    the net sees the same scale in both modes.
+
+    Args:
+        rate: probability of dropping an element (HE: 0.5).
+        seed: an int for reproducible masks, or ``None``.
+    """
+
+    def __init__(self, rate=0.5, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate < 1:
+            raise ValueError(f"rate must be a number in [0, 1), got {rate!r}")
+        self.rate = float(rate)
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed)
+
+    def call(self, x, training=False):
+        keep = 1.0 - self.rate
+        if not training or self.rate == 0:
+            return keep * x
+        u = keras.random.uniform(ops.shape(x), seed=self.seed_generator, dtype=x.dtype)
+        return ops.where(u < keep, x, ops.zeros_like(x))
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return {**super().get_config(), "rate": self.rate, "seed": self.seed}
