@@ -136,7 +136,7 @@ def copy_tree(destination):
         cwd=ROOT, check=True, capture_output=True).stdout.decode().split("\0")
     for name in filter(None, listed):
         source = ROOT / name
-        if source.is_file() and not name.startswith("zoo/results/"):
+        if source.is_file():
             target = destination / name
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target)
