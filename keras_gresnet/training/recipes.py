@@ -86,7 +86,8 @@ class Recipe:
             ``"epoch"``, or ``"step"`` (iterations: HE's 32k, 48k).
         lr_factor: the multiplier at each milestone (0.1 HE, 0.2 WRN).
         warmup_steps: iterations at ``warmup_lr`` before ``learning_rate``
-            (HE appendix: 400 at 0.01 in all its CIFAR runs). A milestone
+            (HE: 400 at 0.01; ResNet v1's ResNet-110, and HE's appendix as we
+            recall it for all its CIFAR runs: see ``he_cifar``). A milestone
             inside the warm-up takes effect when the warm-up ends.
         warmup_lr: the warm-up learning rate.
         epochs: length of the run in epochs.
