@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from keras_gresnet._checks import PREPROCESSINGS, check_choice, check_int, check_rate
+from keras_gresnet._pixels import scale_offset
 
 
 # --------------------------------------------------------------------------
@@ -95,10 +96,7 @@ class Preprocessing:
     def scale_offset(self):
         """float32 ``(scale, offset)`` per channel: the normalised image is
         ``float32(x) * scale + offset`` (one multiply-add per pixel)."""
-        std = np.asarray(self.std, np.float32)
-        scale = np.float32(1.0) / (np.float32(255.0) * std)
-        offset = -np.asarray(self.mean, np.float32) / std
-        return scale, offset
+        return scale_offset(self.mean, self.std)
 
     def __call__(self, images):
         """Normalised float32 images from a numpy batch of pixels."""

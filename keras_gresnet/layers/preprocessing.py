@@ -10,10 +10,10 @@ import math
 import numbers
 
 import keras
-import numpy as np
 from keras import ops
 
 from keras_gresnet._checks import PREPROCESSINGS
+from keras_gresnet._pixels import scale_offset
 from keras_gresnet.layers.merges import PACKAGE
 
 STATISTICS_FORM = "dict(method=..., mean=[...], std=[...])"
@@ -76,7 +76,7 @@ class PixelNormalization(keras.layers.Layer):
     ``x`` are pixel values in 0..255 (uint8 or float). The arithmetic is the
     training pipeline's, ``float32(x) * scale + offset`` with the float32
     ``scale = 1 / (255 std)`` and ``offset = -mean / std`` of
-    :meth:`keras_gresnet.data.Preprocessing.scale_offset`, so the output is
+    :func:`keras_gresnet._pixels.scale_offset` (the pipeline's own), so the output is
     what the net was trained on; it runs in float32 under any dtype policy.
     No weights: the statistics are constants of the config.
 
@@ -92,9 +92,7 @@ class PixelNormalization(keras.layers.Layer):
         kwargs.setdefault("dtype", "float32")
         super().__init__(**kwargs)
         self.method, self.mean, self.std = pixel_statistics(method, mean, std, channels)
-        std32 = np.asarray(self.std, np.float32)
-        self._scale = np.float32(1.0) / (np.float32(255.0) * std32)
-        self._offset = -np.asarray(self.mean, np.float32) / std32
+        self._scale, self._offset = scale_offset(self.mean, self.std)
 
     def call(self, inputs):
         x = ops.cast(inputs, "float32")
