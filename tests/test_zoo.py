@@ -137,7 +137,11 @@ def test_cifar_layout_follows_he():
     assert [c.name for c in convs if c.name.endswith("_0_conv")] == []
     assert [layer.name for layer in model.layers if layer.name.endswith("_0_zero_pad")] == [
         "conv3_block1_0_zero_pad", "conv4_block1_0_zero_pad"]
-    assert model.get_layer("post_relu") is not None  # HE's extra BN-ReLU
+    # HE's extra BN-ReLU after the last unit, before the pooling.
+    post_relu = model.get_layer("post_relu")
+    assert post_relu.activation is keras.activations.relu
+    assert _producer(post_relu.input) == "post_bn"
+    assert _producer(model.get_layer("avg_pool").input) == "post_relu"
     assert zoo.resnet_cifar(depth=164, block="bottleneck").output.shape == (None, 10)
 
 
@@ -542,7 +546,7 @@ def test_input_tensor_and_classes():
                               classifier_activation=None)
     assert model.input is tensor and model.output.shape == (None, 3)
     mlp = zoo.gresnet_mlp(depth=2, input_shape=(28, 28, 1))
-    assert mlp.get_layer("flatten") is not None
+    assert mlp.get_layer("flatten").output.shape == (None, 784)
     assert mlp.predict(np.zeros((1, 28, 28, 1)), verbose=0).shape == (1, 10)
 
 
