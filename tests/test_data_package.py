@@ -19,7 +19,7 @@ ALLOWED = {
     "datasets": set(),
     "readers": set(),
     "sources": {"_checks", "_paths", "data.datasets", "data.readers"},
-    "preprocessing": {"_checks"},
+    "preprocessing": {"_checks", "_pixels"},
     "tfdata": {"data.preprocessing"},
     "numpydata": {"data.preprocessing"},
     "pipelines": {"_checks", "data.datasets", "data.preprocessing", "data.sources",
