@@ -7,12 +7,17 @@ unit for unit (``keras_gresnet/layers/units.py``):
 - ``gresnet_cifar(n=5)``: 3x3 stem conv (16, no BN: the first pre-activation
   unit normalises it), three stages of ``n`` full pre-activation basic units
   (BN-ReLU-conv3x3-BN-ReLU-conv3x3, widths 16/32/64, the stride on the first
-  conv of the first unit of stages 2-3), a 1x1 projection of the
-  pre-activated input where the shape changes, GR's scalar gate
-  ``u = relu(k) F(x) + h(x)``, then BN-ReLU, global average pool, Dense(10);
+  conv of the first unit of stages 2-3), fb.resnet.torch's shortcuts (the
+  zoo's defaults for basic CIFAR nets): the first unit of each stage
+  applies its BN-ReLU before the split, so ``h`` takes the activated input,
+  strided and padded with zero channels where the shape changes (option
+  A, no weights); GR's scalar gate ``u = relu(k) F(x) + h(x)``, then
+  BN-ReLU, global average pool, Dense(10);
 - ``preact_resnet110``: the same with ``n=18`` and a plain addition;
-- ``wide_gresnet(n=4, widen_factor=10)``: widths 160/320/640, dropout 0.3
-  after the second unit BN-ReLU, the gate;
+- ``wide_gresnet(n=4, widen_factor=10)``: widths 160/320/640, WRN's
+  shortcuts (a 1x1 projection of the activated input where the width
+  changes, the raw input elsewhere), dropout 0.3 after the second unit
+  BN-ReLU, the gate;
 - ``gresnet_mlp(depth=100)``: Dense(50)-BN-ReLU stem, 50 blocks
   ``u = relu(k) f(x) + x`` with ``f`` two Dense-BN-ReLU layers, Dense(10).
 
@@ -47,22 +52,38 @@ class Gate(nn.Module):
 
 
 class PreactUnit(nn.Module):
-    """HE's full pre-activation basic unit, optionally gated (GR)."""
+    """HE's full pre-activation basic unit, optionally gated (GR).
 
-    def __init__(self, in_ch, out_ch, stride, gated, dropout=0.0, momentum=0.1, eps=1e-5):
+    ``shortcut``: ``"zero_pad"`` or ``"conv"`` where the shape changes;
+    ``shared``: ``h`` takes the activated input (the BN-ReLU before the
+    split), else the raw one; a projection always takes the activated one.
+    """
+
+    def __init__(self, in_ch, out_ch, stride, gated, dropout=0.0, momentum=0.1, eps=1e-5,
+                 shortcut="conv", shared=False):
         super().__init__()
+        changes = in_ch != out_ch or stride != 1
+        self.stride, self.out_ch = stride, out_ch
+        self.zero_pad = changes and shortcut == "zero_pad"
+        self.shared = shared
         self.bn1 = nn.BatchNorm2d(in_ch, momentum=momentum, eps=eps)
         self.conv1 = nn.Conv2d(in_ch, out_ch, 3, stride, 1, bias=False)
         self.bn2 = nn.BatchNorm2d(out_ch, momentum=momentum, eps=eps)
         self.drop = nn.Dropout(dropout) if dropout else None
         self.conv2 = nn.Conv2d(out_ch, out_ch, 3, 1, 1, bias=False)
         self.project = (nn.Conv2d(in_ch, out_ch, 1, stride, 0, bias=False)
-                        if in_ch != out_ch or stride != 1 else None)
+                        if changes and shortcut == "conv" else None)
         self.gate = Gate() if gated else None
 
     def forward(self, x):
         a = F.relu(self.bn1(x))
-        h = self.project(a) if self.project is not None else x
+        if self.project is not None:
+            h = self.project(a)
+        else:
+            h = a if self.shared else x
+            if self.zero_pad:
+                h = h[:, :, ::self.stride, ::self.stride]
+                h = F.pad(h, (0, 0, 0, 0, 0, self.out_ch - h.shape[1]))
         f = F.relu(self.bn2(self.conv1(a)))
         if self.drop is not None:
             f = self.drop(f)
@@ -74,13 +95,17 @@ class PreactCifarNet(nn.Module):
     """Stem conv, stages of :class:`PreactUnit`, BN-ReLU, pool, Dense."""
 
     def __init__(self, n, widths=CIFAR_WIDTHS, gated=True, dropout=0.0, classes=10,
-                 stem_filters=16):
+                 stem_filters=16, shortcut="zero_pad"):
         super().__init__()
         self.stem = nn.Conv2d(3, stem_filters, 3, 1, 1, bias=False)
         units, ch = [], stem_filters
         for s, w in enumerate(widths):
             for b in range(n):
-                units.append(PreactUnit(ch, w, 2 if (b == 0 and s > 0) else 1, gated, dropout))
+                # zero_pad nets (fb preresnet.lua): the first unit of a stage
+                # shares its BN-ReLU; conv nets (WRN): where the width changes
+                shared = b == 0 if shortcut == "zero_pad" else ch != w
+                units.append(PreactUnit(ch, w, 2 if (b == 0 and s > 0) else 1, gated, dropout,
+                                        shortcut=shortcut, shared=shared))
                 ch = w
         self.units = nn.Sequential(*units)
         self.post_bn = nn.BatchNorm2d(ch, momentum=0.1, eps=1e-5)
@@ -125,7 +150,7 @@ MODELS = {
     "preact_resnet110": (lambda: PreactCifarNet(18, gated=False),
                          ("preact_resnet110", {}), (32, 32, 3)),
     "wide_gresnet": (lambda: PreactCifarNet(4, tuple(10 * w for w in CIFAR_WIDTHS),
-                                            gated=True, dropout=0.3),
+                                            gated=True, dropout=0.3, shortcut="conv"),
                      ("wide_gresnet", dict(n=4, widen_factor=10)), (32, 32, 3)),
     "gresnet_mlp": (lambda: GatedMLP(100), ("gresnet_mlp", dict(depth=100)), (784,)),
     "preact_resnet1001": None,  # bottleneck units: not twinned (GPU check: Keras only)
@@ -137,7 +162,8 @@ TWINS = tuple(k for k, v in MODELS.items() if v is not None)
 QUICK = {
     "gresnet_cifar": lambda: PreactCifarNet(1, gated=True),
     "preact_resnet110": lambda: PreactCifarNet(1, gated=False),
-    "wide_gresnet": lambda: PreactCifarNet(1, CIFAR_WIDTHS, gated=True, dropout=0.3),
+    "wide_gresnet": lambda: PreactCifarNet(1, CIFAR_WIDTHS, gated=True, dropout=0.3,
+                                           shortcut="conv"),
     "gresnet_mlp": lambda: GatedMLP(4),
 }
 
@@ -176,6 +202,71 @@ def to_torch_images(x, channels_last=True):
         t = t.contiguous(memory_format=torch.channels_last if channels_last
                          else torch.contiguous_format)
     return t
+
+
+def copy_keras_weights(model, module):
+    """Load a Keras model's weights into its twin (a :class:`PreactCifarNet`
+    or :class:`GatedMLP` of the same configuration), layer by layer by the
+    zoo's layer names, so that both compute the same function: the check
+    that a twin is the same architecture, not only the same parameter count."""
+    def load(param, value, perm=None):
+        value = torch.from_numpy(value)
+        value = value.permute(*perm) if perm else value
+        if param.shape != value.shape:
+            raise ValueError(f"shape {tuple(value.shape)} does not fit {tuple(param.shape)}")
+        with torch.no_grad():
+            param.copy_(value)
+
+    def weights(name):
+        import numpy as np
+        from keras import ops
+        return [np.asarray(ops.convert_to_numpy(w)) for w in model.get_layer(name).weights]
+
+    def conv(name, c):
+        load(c.weight, weights(name)[0], (3, 2, 0, 1))
+
+    def dense(name, d):
+        kernel, bias = weights(name)
+        load(d.weight, kernel, (1, 0))
+        load(d.bias, bias)
+
+    def bn(name, b):
+        for param, value in zip((b.weight, b.bias, b.running_mean, b.running_var), weights(name)):
+            load(param, value)
+
+    def gate(name, g):
+        load(g.k, weights(name)[0])
+
+    if isinstance(module, PreactCifarNet):
+        conv("conv1_conv", module.stem)
+        # the units in model order: conv{stage}_block{b}_ of every preact BN
+        prefixes = [layer.name.removesuffix("preact_bn") for layer in model.layers
+                    if layer.name.endswith("_preact_bn")]
+        if len(prefixes) != len(module.units):
+            raise ValueError(f"{len(prefixes)} Keras units, {len(module.units)} torch units")
+        for prefix, unit in zip(prefixes, module.units):
+            bn(prefix + "preact_bn", unit.bn1)
+            conv(prefix + "1_conv", unit.conv1)
+            bn(prefix + "2_bn", unit.bn2)
+            conv(prefix + "2_conv", unit.conv2)
+            if unit.project is not None:
+                conv(prefix + "0_conv", unit.project)
+            if unit.gate is not None:
+                gate(prefix + "gate", unit.gate)
+        bn("post_bn", module.post_bn)
+        dense("predictions", module.fc)
+    elif isinstance(module, GatedMLP):
+        dense("stem_dense", module.stem[0])
+        bn("stem_bn", module.stem[1])
+        for i, (block, g) in enumerate(zip(module.blocks, module.gates), start=1):
+            for j, layer in enumerate(block, start=1):
+                dense(f"block{i}_{j}_dense", layer[0])
+                bn(f"block{i}_{j}_bn", layer[1])
+            gate(f"block{i}_gate", g)
+        dense("predictions", module.fc)
+    else:
+        raise TypeError(f"no weight map for {type(module).__name__}")
+    return module
 
 
 def check_params(names=TWINS):

@@ -1,0 +1,100 @@
+"""The benchmark's PyTorch twins (scripts/torch_reference.py) are the zoo's
+architectures: the same parameter counts at full size, and, with the Keras
+weights copied in, the same function. And ``benchmark.py --quick`` runs end to
+end and prints ratios (a smoke run: no speed is asserted)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import torch  # noqa: E402  (torch: the benchmark's reference, installed by make test)
+import torch_reference as tr  # noqa: E402
+from benchmark import QUICK  # noqa: E402
+from keras_gresnet import zoo  # noqa: E402
+
+RNG = np.random.default_rng(0)
+
+
+def randomize(model):
+    """Gates away from 1 and BN statistics away from 0/1, so that a wrong
+    shortcut, a missing gate or a swapped BN cannot agree by accident."""
+    for w in model.weights:
+        path = w.path
+        if path.endswith("/k") or "gate" in path:
+            value = RNG.uniform(0.2, 1.5, size=w.shape)
+        elif "moving_variance" in path:
+            value = RNG.uniform(0.5, 2.0, size=w.shape)
+        elif any(part in path for part in ("moving_mean", "beta", "gamma")):
+            value = RNG.normal(0.2, 0.3, size=w.shape)
+        else:
+            continue
+        w.assign(value.astype("float32"))
+
+
+def test_full_size_twins_have_the_keras_parameter_counts():
+    tr.check_params()  # raises on a mismatch
+
+
+@pytest.mark.parametrize("name", tr.TWINS)
+def test_twin_computes_the_keras_function(name):
+    builder, kwargs = QUICK[name]
+    shape = tr.MODELS[name][2]
+    model = zoo.get_model(builder, weights=None, input_shape=shape, classes=10,
+                          classifier_activation=None, **kwargs)
+    randomize(model)
+    twin = tr.copy_keras_weights(model, tr.quick(name)).eval()
+    assert tr.param_counts(twin) == tr.keras_param_counts(model)
+    x = RNG.normal(size=(4, *shape)).astype("float32")
+    expected = keras.ops.convert_to_numpy(model(x, training=False))
+    with torch.no_grad():
+        got = twin(tr.to_torch_images(x)).numpy()
+    np.testing.assert_allclose(got, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_a_twin_with_the_wrong_shortcut_is_told_apart():
+    """The check above can fail: h(x) from the raw input instead of the
+    activated one (the zoo's first unit of each stage) changes the output."""
+    builder, kwargs = QUICK["gresnet_cifar"]
+    model = zoo.get_model(builder, weights=None, input_shape=(32, 32, 3), classes=10,
+                          classifier_activation=None, **kwargs)
+    randomize(model)
+    twin = tr.copy_keras_weights(model, tr.quick("gresnet_cifar")).eval()
+    for unit in twin.units:
+        unit.shared = False
+    x = RNG.normal(size=(4, 32, 32, 3)).astype("float32")
+    with torch.no_grad():
+        got = twin(tr.to_torch_images(x)).numpy()
+    assert np.abs(got - keras.ops.convert_to_numpy(model(x, training=False))).max() > 1e-2
+
+
+def test_copy_refuses_a_twin_of_another_depth():
+    model = zoo.get_model("gresnet_cifar", weights=None, input_shape=(32, 32, 3), n=2)
+    with pytest.raises(ValueError, match="Keras units"):
+        tr.copy_keras_weights(model, tr.quick("gresnet_cifar"))
+
+
+@pytest.mark.integration
+def test_quick_benchmark_prints_ratios_to_pytorch(tmp_path):
+    out = tmp_path / "bench.json"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "BENCH_LOG_DIR": str(tmp_path)}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--quick", "--rounds", "1",
+         "--models", "gresnet_cifar", "--backends", "tf,pytorch", "--precisions", "float32",
+         "--json", str(out)],
+        capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    rows = json.loads(out.read_text())
+    assert {(r["setup"], r["mode"]) for r in rows} == {
+        (s, m) for s in ("tf", "pytorch") for m in ("train", "infer")}
+    assert all(r["error"] is None and min(r["ips"]) > 0 for r in rows)
+    table = [line for line in proc.stdout.splitlines() if line.startswith("| gresnet_cifar |")]
+    assert len(table) == 2 and "1.00x" in table[1]
