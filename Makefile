@@ -73,5 +73,6 @@ release: install
 bench: install
 	$(PYTHON) scripts/bench_layers.py
 	$(PYTHON) scripts/bench_input.py
+	$(PYTHON) scripts/bench_ops.py
 	$(PYTHON) scripts/bench_distributed.py --sync-batchnorm
 	$(PYTHON) scripts/benchmark.py

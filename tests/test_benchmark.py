@@ -98,3 +98,24 @@ def test_quick_benchmark_prints_ratios_to_pytorch(tmp_path):
     assert all(r["error"] is None and min(r["ips"]) > 0 for r in rows)
     table = [line for line in proc.stdout.splitlines() if line.startswith("| gresnet_cifar |")]
     assert len(table) == 2 and "1.00x" in table[1]
+
+
+@pytest.mark.integration
+def test_op_benchmark_prints_each_op_against_pytorch():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench_ops.py"), "--rounds", "1", "--steps", "1"],
+        capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [line.split("|")[1:-1] for line in proc.stdout.splitlines()
+            if line.startswith(("| conv |", "| bn |"))]
+    # 3 shapes x (2 conv setups + 3 BN setups + PyTorch's two)
+    assert len(rows) == 21
+    assert all(float(r[3]) > 0 for r in rows)
+    assert {r[4].strip() for r in rows if r[2].strip() == "pytorch"} == {"1.00"}
+
+
+def test_op_benchmark_refuses_a_zero_count():
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_ops.py"), "--rounds", "0"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 2 and "--rounds must be at least 1" in proc.stderr
