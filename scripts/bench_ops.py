@@ -4,9 +4,11 @@ stage shapes of the CIFAR nets (batch 128: 32x32x16, 16x16x32, 8x8x64), in
 TensorFlow (as Keras' TF backend runs them: ``tf.nn.conv2d`` and Keras'
 ``BatchNormalization`` layer, in a ``tf.function``), the same under XLA
 (``jit_compile=True``), TensorFlow's fused BatchNorm kernel for comparison,
-and PyTorch (``channels_last``, ``nn.BatchNorm2d``), side by side in one
-process, alternating rounds; each figure the median over rounds of the
-median of ``--steps`` calls.
+PyTorch (``channels_last``, ``nn.BatchNorm2d``), and the convolution in JAX
+(``lax.conv_general_dilated``, NHWC, as Keras' JAX backend calls it; also
+its kernel gradient alone, ``jax-dk``), side by side in one process,
+alternating rounds; each figure the median over rounds of the median of
+``--steps`` calls. Without JAX installed the JAX rows are left out.
 
     python scripts/bench_ops.py [--rounds 3] [--steps 10] [--threads N]
 
@@ -101,6 +103,28 @@ def torch_jobs(shape, threads):
     return {("conv", "pytorch"): conv_step, ("bn", "pytorch"): bn_step}
 
 
+def jax_jobs(shape, threads):
+    try:
+        import jax
+    except ImportError:
+        return {}
+    import numpy as np
+
+    b, h, w, c = shape
+    rng = np.random.default_rng(0)
+    x = jax.numpy.asarray(rng.normal(size=shape).astype("float32"))
+    kernel = jax.numpy.asarray(rng.normal(size=(3, 3, c, c)).astype("float32"))
+
+    def loss(x, kernel):
+        return jax.lax.conv_general_dilated(
+            x, kernel, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")).sum()
+
+    both = jax.jit(jax.grad(loss, argnums=(0, 1)))
+    dk = jax.jit(jax.grad(loss, argnums=1))
+    return {("conv", "jax"): lambda: jax.block_until_ready(both(x, kernel)),
+            ("conv", "jax-dk"): lambda: jax.block_until_ready(dk(x, kernel))}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -114,7 +138,7 @@ def main(argv=None):
 
     jobs = {}
     for shape in SHAPES:
-        for maker in (tf_jobs, torch_jobs):
+        for maker in (tf_jobs, jax_jobs, torch_jobs):
             for (op, setup), fn in maker(shape, args.threads).items():
                 jobs[(op, shape, setup)] = fn
     results = {key: [] for key in jobs}
@@ -147,6 +171,10 @@ def main(argv=None):
         bn = sum(n * ms[("bn", s, bn_setup)] for n, s in zip(PER_STEP, SHAPES))
         print(f"| {conv_setup}, {bn_setup} | {conv:.0f} | {bn:.0f} | {conv + bn:.0f} | "
               f"{(conv + bn) / ref:.2f} |")
+    if ("conv", SHAPES[0], "jax") in ms:
+        conv = sum(n * ms[("conv", s, "jax")] for n, s in zip(PER_STEP, SHAPES))
+        ref_conv = sum(n * ms[("conv", s, "pytorch")] for n, s in zip(PER_STEP, SHAPES))
+        print(f"| jax, - | {conv:.0f} | | | conv: {conv / ref_conv:.2f} |")
 
 
 if __name__ == "__main__":

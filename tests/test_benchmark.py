@@ -3,6 +3,7 @@ architectures: the same parameter counts at full size, and, with the Keras
 weights copied in, the same function. And ``benchmark.py --quick`` runs end to
 end and prints ratios (a smoke run: no speed is asserted)."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -109,8 +110,9 @@ def test_op_benchmark_prints_each_op_against_pytorch():
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = [line.split("|")[1:-1] for line in proc.stdout.splitlines()
             if line.startswith(("| conv |", "| bn |"))]
-    # 3 shapes x (2 conv setups + 3 BN setups + PyTorch's two)
-    assert len(rows) == 21
+    # 3 shapes x (2 conv setups + 3 BN setups + PyTorch's two [+ JAX's two])
+    has_jax = importlib.util.find_spec("jax") is not None
+    assert len(rows) == 21 + 6 * has_jax
     assert all(float(r[3]) > 0 for r in rows)
     assert {r[4].strip() for r in rows if r[2].strip() == "pytorch"} == {"1.00"}
 
