@@ -18,7 +18,28 @@ _MOVED = {
     "recipes": "keras_gresnet.training.recipes",
     "distributed": "keras_gresnet.training.multiworker",
 }
-__all__ = [*_SUBMODULES, "__version__"]
+__all__ = [*_SUBMODULES, "__version__", "load_model"]
+
+
+def load_model(path, *, compile=True):
+    """Load a ``.keras`` file of a zoo model (a run's ``model.keras``, a
+    published file, one a user saved) with ``safe_mode=True``: no code from
+    the file runs. ``import keras_gresnet`` alone does not import Keras (so
+    the command line starts fast), so Keras' own ``keras.saving.load_model``
+    finds the package's layers (``ResidualGate``, ``ZeroPadShortcut``...)
+    and optimizers (``Keras1Nadam``) only once ``keras_gresnet.layers`` and
+    ``keras_gresnet.optimizers`` are imported; this imports them first.
+
+    Args:
+        path: the ``.keras`` file.
+        compile: also restore the optimizer, loss and metrics (Keras' own
+            argument).
+    """
+    import keras
+
+    importlib.import_module("keras_gresnet.layers")  # registers the layers
+    importlib.import_module("keras_gresnet.optimizers")  # and the optimizers
+    return keras.saving.load_model(path, compile=compile, safe_mode=True)
 
 
 def __getattr__(name):

@@ -1,7 +1,10 @@
 """The zoo: facts from the papers (GR, HE and WRN, each cited by table), the Keras Applications
 contract, the registry, and bad input."""
 
+import os
 import re
+import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -573,6 +576,40 @@ def test_keras_save_load_round_trip(tmp_path, name, kwargs):
     np.testing.assert_array_equal(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
     assert [g.g for g in gate_layers(loaded)] == pytest.approx([0.7] * len(gate_layers(model)))
     assert [layer.name for layer in loaded.layers] == [layer.name for layer in model.layers]
+
+
+@pytest.mark.integration
+def test_load_model_in_a_fresh_process_needs_only_import_keras_gresnet(tmp_path):
+    """``keras_gresnet.load_model`` registers the layers and optimizers that
+    a bare ``import keras_gresnet`` (which imports no Keras) leaves out: a
+    compiled gated net with zero-padded shortcuts and Keras 1's Nadam."""
+    from keras_gresnet.optimizers import Keras1Nadam
+
+    model = zoo.gresnet_cifar(n=1, **CIFAR_TINY)
+    model.compile(Keras1Nadam(0.002), "sparse_categorical_crossentropy")
+    for gate in gate_layers(model):
+        gate.k.assign(0.7)
+    path = tmp_path / "model.keras"
+    model.save(path)
+    code = ("import keras_gresnet, sys\n"
+            "assert 'keras_gresnet.layers' not in sys.modules\n"
+            f"m = keras_gresnet.load_model({str(path)!r})\n"
+            "print(type(m.optimizer).__name__, [l.name for l in m.layers if 'gate' in l.name])\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Keras1Nadam" in result.stdout and "conv4_block1_gate" in result.stdout
+
+
+def test_load_model_runs_no_code_from_the_file(tmp_path):
+    import keras_gresnet
+
+    inputs = keras.Input((3,))
+    model = keras.Model(inputs, keras.layers.Lambda(lambda t: t * 2)(inputs))
+    path = tmp_path / "lambda.keras"
+    model.save(path)
+    with pytest.raises(ValueError, match="safe_mode"):
+        keras_gresnet.load_model(path)
 
 
 # ----------------------------------------------------------------- bad input
