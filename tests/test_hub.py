@@ -131,6 +131,29 @@ def test_from_preset_reads_the_hugging_face_cache_offline(tmp_path, hf_cache, so
     np.testing.assert_array_equal(_outputs(fresh, x), expected)
 
 
+def test_a_builder_takes_a_hub_preset_as_its_weights(tmp_path, hf_cache, source, x):
+    local = zoo.save_preset(source, tmp_path / "local", builder="gresnet_mlp",
+                            builder_kwargs=MLP)
+    _cached_repo(hf_cache, "owner/tiny-gresnet", local)
+    model = zoo.gresnet_mlp(depth=2, input_shape=SHAPE, weights="hf://owner/tiny-gresnet")
+    np.testing.assert_array_equal(_outputs(model, x), _outputs(source, x))
+    # a new head: the body's weights, a fresh 3-class classifier
+    headless = zoo.gresnet_mlp(depth=2, input_shape=SHAPE, classes=3,
+                               weights="hf://owner/tiny-gresnet")
+    assert headless.get_layer("predictions").units == 3
+    body = keras.Model(headless.input, headless.get_layer("predictions").input)
+    source_body = keras.Model(source.input, source.get_layer("predictions").input)
+    np.testing.assert_array_equal(_outputs(body, x), _outputs(source_body, x))
+
+
+@pytest.mark.parametrize("uri", ["hf://owner", "hf://owner/na me", "hf://owner/name@a..b"])
+def test_a_builder_refuses_a_bad_hub_uri_before_building(uri, monkeypatch, hf_cache):
+    monkeypatch.setattr(hub, "download_preset",
+                        lambda *a, **k: pytest.fail("downloaded a bad URI"))
+    with pytest.raises(ValueError, match=r"^weights='hf://.*expected"):
+        zoo.gresnet_mlp(depth=2, input_shape=SHAPE, weights=uri)
+
+
 def test_a_tag_resolves_through_refs(tmp_path, hf_cache, source, x):
     local = zoo.save_preset(source, tmp_path / "local", builder="gresnet_mlp",
                             builder_kwargs=MLP)

@@ -166,7 +166,7 @@ def test_registry_lists_validates_and_refuses_untrained(registry, published):
             call()
     with pytest.raises(ValueError, match="Unknown weights name='nope'"):
         weights.weights_path("nope")
-    accepted = "weights='gresnet_mlp2_tin'.*accepted: None, 'gresnet_mlp2_tiny', or a path"
+    accepted = "weights='gresnet_mlp2_tin'.*accepted: None, 'gresnet_mlp2_tiny', a path.*or hf://owner/name"
     with pytest.raises(ValueError, match=accepted):
         zoo.gresnet_mlp(depth=2, weights="gresnet_mlp2_tin")
 

@@ -118,7 +118,8 @@ def check_argument(weights, builder):
         if not (path.is_file() and path.name.endswith(SUFFIXES)) and not is_preset(path):
             raise ValueError(
                 f"weights={str(weights)!r}: no such .keras or .weights.h5 file or preset "
-                f"folder (weights accepts None, a published name, or such a path)"
+                f"folder (weights accepts None, a published name, such a path, or "
+                f"hf://owner/name)"
             )
         return None
     registry = read_registry() if isinstance(weights, str) else {}
@@ -128,8 +129,8 @@ def check_argument(weights, builder):
                        if e["builder"] == builder and e["status"] == PUBLISHED)
         raise ValueError(
             f"weights={weights!r} has no registry entry for {builder}; accepted: "
-            f"None{''.join(', ' + repr(n) for n in names)}, or a path to a .keras or "
-            f".weights.h5 file"
+            f"None{''.join(', ' + repr(n) for n in names)}, a path to a .keras or "
+            f".weights.h5 file, or hf://owner/name"
         )
     return published(entry)
 
