@@ -117,6 +117,7 @@ def test_op_benchmark_prints_each_op_against_pytorch():
     assert {r[4].strip() for r in rows if r[2].strip() == "pytorch"} == {"1.00"}
 
 
+@pytest.mark.integration
 def test_op_benchmark_refuses_a_zero_count():
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_ops.py"), "--rounds", "0"],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
