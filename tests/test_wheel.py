@@ -120,6 +120,16 @@ def test_wheel_carries_the_registry_and_downloads_verified_weights(installed, mi
     assert requests == ["/gresnet_mlp20_fashion_mnist.keras"]  # no second request
     assert second["error"] == first["error"]
 
+    # The cached file, by keras_gresnet.load_model in a process that imported
+    # nothing else of the package: it registers the layers itself.
+    code = ("import sys, keras_gresnet\n"
+            f"assert keras_gresnet.__file__.startswith({str(site)!r})\n"
+            "path = keras_gresnet.weights.cache_folder() / 'gresnet_mlp20_fashion_mnist.keras'\n"
+            "assert 'keras_gresnet.layers' not in sys.modules\n"
+            "model = keras_gresnet.load_model(path, compile=False)\n"
+            "print(sum(layer.name.endswith('_gate') for layer in model.layers))\n")
+    assert run(site, outside, code, env).splitlines()[-1] == "10"
+
 
 def test_wheel_loads_gr_deepest_gresnet_on_mnist(installed, mirror, tmp_path):
     """``zoo.gresnet_mlp(depth=100, weights="mnist")`` from the installed
