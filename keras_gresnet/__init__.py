@@ -29,17 +29,18 @@ def load_model(path, *, compile=True):
     finds the package's layers (``ResidualGate``, ``ZeroPadShortcut``...)
     and optimizers (``Keras1Nadam``) only once ``keras_gresnet.layers`` and
     ``keras_gresnet.optimizers`` are imported; this imports them first.
+    The loader is the run folders' own (a file Keras cannot read is a
+    ``ValueError`` naming it).
 
     Args:
         path: the ``.keras`` file.
         compile: also restore the optimizer, loss and metrics (Keras' own
             argument).
     """
-    import keras
-
     importlib.import_module("keras_gresnet.layers")  # registers the layers
     importlib.import_module("keras_gresnet.optimizers")  # and the optimizers
-    return keras.saving.load_model(path, compile=compile, safe_mode=True)
+    runs = importlib.import_module("keras_gresnet.training.runs")
+    return runs.load_model_file(path, compile=compile)
 
 
 def __getattr__(name):

@@ -477,11 +477,12 @@ def finish(out, model, results, gates, dataset):
 # Reading a finished run.
 
 
-def _load_model_file(path):
+def load_model_file(path, compile=True):
     """A ``.keras`` file, loaded with ``safe_mode=True`` (no code from the
-    file runs); ``ValueError`` naming the file when Keras cannot read it."""
+    file runs); ``ValueError`` naming the file when Keras cannot read it.
+    ``compile``: Keras' own (also restore the optimizer, loss and metrics)."""
     try:
-        return keras.saving.load_model(path, safe_mode=True)
+        return keras.saving.load_model(path, compile=compile, safe_mode=True)
     except (ValueError, TypeError, KeyError, OSError, AttributeError) as error:
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
         raise ValueError(f"{path}: not a loadable .keras model ({type(error).__name__}: "
@@ -501,7 +502,7 @@ def load_run(path):
                 f"{str(path)!r} has no model.keras: not a finished run folder "
                 f"(an unfinished run resumes with its train command)"
             )
-        return _load_model_file(path / MODEL), config
+        return load_model_file(path / MODEL), config
     if path.suffix != ".keras" or not path.is_file():
         raise ValueError(f"expected a run folder or a .keras file, got {str(path)!r}")
-    return _load_model_file(path), None
+    return load_model_file(path), None
