@@ -414,14 +414,17 @@ def build_parser():
     p.add_argument("--strategy", default="auto",
                    help="auto (multi_worker with a cluster, else mirrored when >1 GPU; on "
                    "JAX data_parallel when >1 device), default, one_device, mirrored, "
-                   "multi_worker (TensorFlow), data_parallel (JAX; mirrored means it there)")
+                   "multi_worker (a cluster: TensorFlow's MultiWorkerMirroredStrategy, or "
+                   "JAX's DataParallel across processes), data_parallel (JAX; mirrored "
+                   "means it there)")
     p.add_argument("--workers", help="multi-worker cluster: every worker's host:port, "
-                   "comma-separated, the same on every worker (writes TF_CONFIG)")
+                   "comma-separated, the same on every worker (writes TF_CONFIG; on JAX "
+                   "the first is the coordinator)")
     p.add_argument("--worker-index", type=int,
                    help="this worker's position in --workers (0 is the chief)")
     p.add_argument("--sync-batchnorm", action="store_true", default=None,
                    help="BatchNorm statistics over the global batch, not each replica's "
-                   "(TensorFlow; JAX's data_parallel always does)")
+                   "(TensorFlow; JAX's data_parallel and multi_worker always do)")
     p.add_argument("--validation-split", type=float, default=0.0)
     p.add_argument("--data-dir", help="folder with the dataset's files (offline)")
     p.add_argument("--max-train-examples", type=int)
@@ -576,8 +579,20 @@ def main(argv=None):
         if type(error).__name__ not in codes:
             raise
         print(f"keras-gresnet {args.command}: {error}", file=sys.stderr)
+        if type(error).__name__ == "WorkerLost" and _joined_jax_cluster():
+            # JAX's shutdown at exit would wait for the lost process, then
+            # abort (SIGABRT) after its heartbeat timeout; every file the run
+            # wrote is complete (atomic writes), so leave now.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(codes["WorkerLost"])
         return codes[type(error).__name__]
     return 0
+
+
+def _joined_jax_cluster():
+    training = sys.modules.get("keras_gresnet.training.strategies")
+    return training is not None and training.joined_jax_cluster()
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@ configured before it starts. On 2 virtual CPU devices
 (``--xla_force_host_platform_device_count=2``), trains the same model with
 ``strategy="data_parallel"`` (Keras' ``keras.distribution.DataParallel``, 32
 per replica) and on one device (batch 64, the same global batch); prints the
-histories, the results, the reloaded ``model.keras``'s test accuracy and
-where the trained variables live, as JSON."""
+histories, the results, the reloaded ``model.keras``'s test accuracy,
+where the trained variables live, and the refusal of a test set whose last
+batch does not split over the devices, as JSON."""
 
 import json
 import os
@@ -35,7 +36,15 @@ single = training.train("gresnet_mlp", strategy="default", batch_size=64,
 reloaded = keras.saving.load_model(f"{out}/parallel/model.keras")
 reloaded.compile(loss="sparse_categorical_crossentropy", metrics=["accuracy"])
 test = training.test_data(parallel.config)[0]
+# 511 test examples: a last batch of 63, which 2 devices cannot share evenly.
+try:
+    training.train("gresnet_mlp", strategy="data_parallel", batch_size=32,
+                   out=f"{out}/uneven", **dict(common, max_test_examples=511))
+    uneven = None
+except ValueError as error:
+    uneven = str(error)
 print(json.dumps(dict(
+    uneven_refusal=uneven, uneven_folder_exists=os.path.exists(f"{out}/uneven"),
     jax_devices=len(jax.devices()), variable_devices=devices, mirrored_is=mirrored_name,
     auto_is=auto_name,
     replicas=[parallel.config["replicas"], single.config["replicas"]],

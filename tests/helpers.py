@@ -1,9 +1,16 @@
 """Shared test helpers (importable: pytest puts tests/ on sys.path)."""
 
+import contextlib
+import os
+import signal
 import socket
+import subprocess
+import time
+from pathlib import Path
 
 import keras
 import numpy as np
+import pytest
 
 RNG = np.random.default_rng(0)
 
@@ -79,3 +86,63 @@ def seed_everything(seed):
     tf = sys.modules.get("tensorflow")
     if tf is not None:
         tf.config.experimental.enable_op_determinism()
+
+
+# --------------------------------------------------------------------------
+# Jobs of worker processes (the cluster tests): each a subprocess with a
+# deadline, killed (SIGKILL) in a ``finally`` whatever happens. TensorFlow
+# ignores SIGTERM while a worker waits for its peers.
+
+DEADLINE = 300  # seconds for one job of workers; measured here: 10-35 s
+
+
+def _env(extra=None):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1", **(extra or {})}
+    env.pop("TF_CONFIG", None)
+    return env
+
+
+class Job:
+    """Worker processes, each with its own folder and log."""
+
+    def __init__(self, commands, folders, env=None):
+        self.folders = [Path(f) for f in folders]
+        self.logs = [f / "worker.log" for f in self.folders]
+        self.processes = []
+        for command, folder, log in zip(commands, self.folders, self.logs):
+            folder.mkdir(parents=True, exist_ok=True)
+            with open(log, "ab") as out:
+                self.processes.append(subprocess.Popen(
+                    command, cwd=folder, env=_env(env), stdout=out, stderr=subprocess.STDOUT))
+
+    def output(self, index):
+        return self.logs[index].read_text(errors="replace")
+
+    def wait(self, timeout=DEADLINE):
+        """Every worker's exit code; a worker still running at the deadline fails."""
+        end = time.monotonic() + timeout
+        for i, p in enumerate(self.processes):
+            try:
+                p.wait(timeout=max(0.1, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"worker {i} still running after {timeout} s:\n"
+                            f"{self.output(i)[-3000:]}")
+        return [p.returncode for p in self.processes]
+
+    def kill(self):
+        for p in self.processes:
+            if p.poll() is None:
+                p.send_signal(signal.SIGKILL)
+        for p in self.processes:
+            p.wait()
+
+
+@contextlib.contextmanager
+def job(commands, folders, env=None):
+    """:class:`Job` of ``commands`` (``env``: variables added to this
+    process's environment), killed on leaving."""
+    running = Job(commands, folders, env)
+    try:
+        yield running
+    finally:
+        running.kill()

@@ -25,8 +25,13 @@ def test_each_backend_has_its_strategies_and_refuses_the_others():
     assert resolve("mirrored", backend="jax") == "data_parallel"  # the same idea on JAX
     assert resolve("data_parallel", backend="jax") == "data_parallel"
     assert resolve("auto", backend="torch") == "auto"
+    cluster = strategies.resolve_cluster("127.0.0.1:1,127.0.0.1:2", 0, environ={})
+    for backend in ("tensorflow", "jax"):  # JAX's: Keras' DataParallel across processes
+        assert resolve("auto", cluster, backend=backend) == "multi_worker"
+        with pytest.raises(ValueError, match="strategy='multi_worker' needs a cluster"):
+            resolve("multi_worker", backend=backend)
     refusals = [("data_parallel", "tensorflow"), ("mirrored", "torch"),
-                ("multi_worker", "torch"), ("multi_worker", "jax"), ("data_parallel", "numpy")]
+                ("multi_worker", "torch"), ("data_parallel", "numpy")]
     for name, backend in refusals:
         with pytest.raises(ValueError) as error:
             resolve(name, backend=backend)
@@ -50,9 +55,13 @@ def test_sync_batchnorm_where_the_backend_can_and_only_there():
     if keras.backend.backend() == "jax":
         parallel = training.resolve_config("gresnet_mlp", strategy="data_parallel", **config)
         assert parallel["sync_batchnorm"] is True  # one SPMD program: global statistics
-        with pytest.raises(ValueError, match="always cover the global batch"):
-            training.resolve_config("gresnet_mlp", strategy="data_parallel",
-                                    sync_batchnorm=False, **config)
+        cluster = training.resolve_cluster("127.0.0.1:1,127.0.0.1:2", 1, environ={})
+        across = training.resolve_config("gresnet_mlp", cluster=cluster, **config)
+        assert across["strategy"] == "multi_worker" and across["sync_batchnorm"] is True
+        for strategy, more in (("data_parallel", {}), ("multi_worker", dict(cluster=cluster))):
+            with pytest.raises(ValueError, match="always cover the global batch"):
+                training.resolve_config("gresnet_mlp", strategy=strategy,
+                                        sync_batchnorm=False, **more, **config)
 
 
 def _run(script, tmp_path, **env):
@@ -84,6 +93,10 @@ def test_jax_data_parallel_on_two_devices_matches_one_device(tmp_path):
     assert abs(accuracy[0] - accuracy[1]) < 0.01
     # What the run reports is what its model.keras gives.
     assert report["reloaded_accuracy"] == report["results"][0]["test_accuracy"]
+    # Refused before anything is written (JAX would fail in the first epoch's
+    # test with an IndivisibleError).
+    assert "the test set's last batch holds 63 of its 511 examples" in report["uneven_refusal"]
+    assert report["uneven_folder_exists"] is False
 
 
 @pytest.mark.integration
@@ -106,6 +119,8 @@ def test_without_tensorflow_on_jax(tmp_path):
 
 
 def test_cli_refuses_a_strategy_the_backend_lacks_in_one_line(tmp_path, capsys):
+    """JAX has every strategy; there, multi_worker without a cluster is what
+    is refused."""
     backend = keras.backend.backend()
     missing = {"tensorflow": "data_parallel", "jax": "multi_worker"}.get(backend, "mirrored")
     out = tmp_path / "run"
@@ -114,4 +129,7 @@ def test_cli_refuses_a_strategy_the_backend_lacks_in_one_line(tmp_path, capsys):
     error = capsys.readouterr().err.strip()
     assert code == 2 and not out.exists()
     assert len(error.splitlines()) == 1
-    assert f"strategy={missing!r} is not available on the {backend} backend" in error
+    if backend == "jax":
+        assert "strategy='multi_worker' needs a cluster" in error
+    else:
+        assert f"strategy={missing!r} is not available on the {backend} backend" in error

@@ -8,12 +8,9 @@ Every worker is a subprocess with a deadline, killed (SIGKILL) in a
 for its peers.
 """
 
-import contextlib
 import csv
 import json
-import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -26,68 +23,18 @@ from keras_gresnet import cli, data, training
 from keras_gresnet.training import multiworker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from helpers import DEADLINE, job  # noqa: E402
 from multiworker_check import GLOBAL_BATCH, RUN  # noqa: E402
 
 # TensorFlow's MultiWorkerMirroredStrategy and tf.distribute's own collectives.
 pytestmark = pytest.mark.tensorflow_only
 ROOT = Path(__file__).resolve().parents[1]
 CHECK = ROOT / "tests" / "multiworker_check.py"
-DEADLINE = 300  # seconds for one job of workers; measured here: 10-25 s
 
 
 def read_csv(path):
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
-
-
-def _env():
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1")
-    env.pop("TF_CONFIG", None)
-    return env
-
-
-class Job:
-    """Worker processes, each with its own folder and log."""
-
-    def __init__(self, commands, folders):
-        self.folders = [Path(f) for f in folders]
-        self.logs = [f / "worker.log" for f in self.folders]
-        self.processes = []
-        for command, folder, log in zip(commands, self.folders, self.logs):
-            folder.mkdir(parents=True, exist_ok=True)
-            with open(log, "ab") as out:
-                self.processes.append(subprocess.Popen(
-                    command, cwd=folder, env=_env(), stdout=out, stderr=subprocess.STDOUT))
-
-    def output(self, index):
-        return self.logs[index].read_text(errors="replace")
-
-    def wait(self, timeout=DEADLINE):
-        """Every worker's exit code; a worker still running at the deadline fails."""
-        end = time.monotonic() + timeout
-        for i, p in enumerate(self.processes):
-            try:
-                p.wait(timeout=max(0.1, end - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pytest.fail(f"worker {i} still running after {timeout} s:\n"
-                            f"{self.output(i)[-3000:]}")
-        return [p.returncode for p in self.processes]
-
-    def kill(self):
-        for p in self.processes:
-            if p.poll() is None:
-                p.send_signal(signal.SIGKILL)
-        for p in self.processes:
-            p.wait()
-
-
-@contextlib.contextmanager
-def job(commands, folders):
-    running = Job(commands, folders)
-    try:
-        yield running
-    finally:
-        running.kill()
 
 
 def check_workers(tmp, count, overrides=None):

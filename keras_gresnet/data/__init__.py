@@ -70,6 +70,7 @@ _NAMES = {
     "Pipeline": "pipelines",
     "dataset_maker": "pipelines",
     "pipeline": "pipelines",
+    "process_share": "pipelines",
     "resolve_input_pipeline": "pipelines",
     "augmentation_params": "tfdata",
     "crop_and_flip": "tfdata",

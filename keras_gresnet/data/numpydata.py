@@ -122,3 +122,27 @@ def make_dataset(images, labels, *, batch_size=128, preprocessing=None, shuffle=
                         shuffle=shuffle, augment=augment, padding=padding, flatten=flatten,
                         drop_remainder=drop_remainder, seed=seed, epochs=epochs,
                         pad_mode=pad_mode)
+
+
+class BatchShare(keras.utils.PyDataset):
+    """Rows ``index * n // count .. (index + 1) * n // count`` of every batch
+    of ``n`` of a ``keras.utils.PyDataset`` of ``(images, labels)`` batches:
+    process ``index``'s share of each global batch, a partial last batch
+    included (what :func:`keras_gresnet.data.process_share` gives the numpy
+    pipeline)."""
+
+    def __init__(self, dataset, index, count):
+        super().__init__()
+        self.dataset, self.index, self.count = dataset, index, count
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def on_epoch_end(self):
+        self.dataset.on_epoch_end()
+
+    def __getitem__(self, i):
+        images, labels = self.dataset[i]
+        n = len(labels)
+        rows = slice(self.index * n // self.count, (self.index + 1) * n // self.count)
+        return images[rows], labels[rows]

@@ -111,6 +111,28 @@ class Pipeline:
         return self.train_epochs_fn((start, stop))
 
 
+def process_share(dataset, index, count):
+    """Process ``index`` of ``count``'s share of every batch of ``dataset``
+    (a ``tf.data.Dataset`` or ``keras.utils.PyDataset`` of ``(images,
+    labels)`` batches): rows ``index * n // count .. (index + 1) * n // count``
+    of each batch of ``n``. Every process of a JAX cluster builds the same
+    seeded stream and feeds Keras its share; Keras assembles the global
+    batch (``jax.make_array_from_process_local_data``), so one step of the
+    cluster sees exactly the examples one process sees. ``count=1`` returns
+    ``dataset`` itself."""
+    check_int(count, "count", 1)
+    check_int(index, "index", 0)
+    if index >= count:
+        raise ValueError(f"index must be 0..{count - 1} (a process of {count}), got {index}")
+    if count == 1:
+        return dataset
+    if hasattr(dataset, "__getitem__") and hasattr(dataset, "on_epoch_end"):
+        from keras_gresnet.data import numpydata
+        return numpydata.BatchShare(dataset, index, count)
+    from keras_gresnet.data import tfdata
+    return tfdata.batch_share(dataset, index, count)
+
+
 def pipeline(name, *, data_dir=None, download=True, preprocessing="scale", batch_size=128,
              validation_split=0.0, augment=False, padding=4, pad_mode="zero", flatten=False,
              drop_remainder=False, seed=0, max_train_examples=None, max_test_examples=None,

@@ -172,3 +172,17 @@ def make_dataset(images, labels, *, batch_size=128, preprocessing=None, shuffle=
     dataset = tf.data.Dataset.zip(batches, arrays)
     dataset = dataset.map(make_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def batch_share(dataset, index, count):
+    """Rows ``index * n // count .. (index + 1) * n // count`` of every batch
+    of ``n`` of ``dataset`` (``(images, labels)`` batches): process
+    ``index``'s share of each global batch, a partial last batch included
+    (what :func:`keras_gresnet.data.process_share` gives a ``tf.data``
+    stream)."""
+    def share(images, labels):
+        n = tf.shape(labels)[0]
+        start, stop = index * n // count, (index + 1) * n // count
+        return images[start:stop], labels[start:stop]
+
+    return dataset.map(share).prefetch(tf.data.AUTOTUNE)

@@ -127,8 +127,8 @@ def resolve_config(
     statistics over the global batch, not each replica's
     (:func:`keras_gresnet.training.strategies.sync_batchnorm`); ``None``
     (default): the strategy's own way, each replica's on TensorFlow, the
-    global batch's on JAX's ``data_parallel`` (one SPMD program), which
-    cannot use each replica's. ``dtype_policy``: Keras' dtype policy of the
+    global batch's on JAX's ``data_parallel`` and ``multi_worker`` (one SPMD
+    program), which cannot use each replica's. ``dtype_policy``: Keras' dtype policy of the
     model, one of :data:`DTYPE_POLICIES` (``"mixed_float16"`` compiles with
     Keras' loss scaling; the classifier stays float32).
     """
@@ -168,12 +168,14 @@ def _check_sync_batchnorm(sync_batchnorm, strategy):
     """``sync_batchnorm`` as a bool: ``None`` is the strategy's own way."""
     if sync_batchnorm is not None and not isinstance(sync_batchnorm, bool):
         raise ValueError(f"sync_batchnorm must be True or False, got {sync_batchnorm!r}")
-    if strategy == "data_parallel":
+    if strategy == "data_parallel" or (strategy == "multi_worker"
+                                       and keras.backend.backend() == "jax"):
         if sync_batchnorm is False:
             raise ValueError(
-                "sync_batchnorm=False is not available with strategy='data_parallel' (JAX): "
-                "its BatchNorm statistics always cover the global batch; per-replica "
-                "statistics need KERAS_BACKEND=tensorflow with strategy='mirrored'"
+                f"sync_batchnorm=False is not available with strategy={strategy!r} on JAX "
+                f"(Keras' DataParallel, one SPMD program): its BatchNorm statistics always "
+                f"cover the global batch; per-replica statistics need "
+                f"KERAS_BACKEND=tensorflow with strategy='mirrored' or 'multi_worker'"
             )
         return True
     if sync_batchnorm and keras.backend.backend() != "tensorflow":
@@ -222,8 +224,8 @@ def build_model(config, input_shape, num_classes):
             **config["model_kwargs"]
         )
     recipes.Recipe.from_config(config["recipe"]).apply_to(model)
-    # Keras' synchronized BatchNorm is TensorFlow's; JAX's data_parallel
-    # computes global statistics by itself.
+    # Keras' synchronized BatchNorm is TensorFlow's; JAX's data_parallel and
+    # multi_worker compute global statistics by themselves.
     sync_batchnorm(model, config.get("sync_batchnorm", False)
                    and keras.backend.backend() == "tensorflow")
     return model

@@ -24,6 +24,23 @@ def compile_options(backend=None):
     return {"jit_compile": "auto"}
 
 
+def check_even_batches(sizes, global_batch_size, devices):
+    """Refuse a set of ``sizes`` (``{"training": examples, ...}``) whose last,
+    partial batch does not split evenly over ``devices``: Keras'
+    ``DataParallel`` gives every device an equal share of each batch (JAX's
+    sharding cannot split 2 examples over 3 devices)."""
+    for name, size in sizes.items():
+        remainder = size % global_batch_size
+        if remainder % devices:
+            raise ValueError(
+                f"the {name} set's last batch holds {remainder} of its {size} examples, "
+                f"which does not split evenly over {devices} devices (Keras' DataParallel "
+                f"gives each an equal share); choose sizes (max_train_examples, "
+                f"max_test_examples, validation_split) or batch_size so that every last "
+                f"batch is a multiple of {devices}"
+            )
+
+
 class FitLoop:
     """What :func:`keras_gresnet.training.train` does in one process: check
     the run folder, make the strategy, then train with ``model.fit`` and test
@@ -45,8 +62,24 @@ class FitLoop:
         resumed = check_folder()
         return cls(make_strategy(name)), resumed
 
-    def check_data(self, num_examples, global_batch_size):
-        """Every epoch ``model.fit`` takes is fine."""
+    def check_data(self, num_examples, global_batch_size, evaluated=None):
+        """``num_examples`` training examples in global batches of
+        ``global_batch_size``, and the sets ``evaluated`` (``{"test": size,
+        ...}``) in batches of the same size: under Keras' ``DataParallel``
+        every batch must split evenly over the devices; any is fine else."""
+        if isinstance(self.strategy, DataParallel):
+            check_even_batches({"training": num_examples, **(evaluated or {})},
+                               global_batch_size, self.strategy.num_replicas_in_sync)
+
+    def restore(self, backup, model, resumed):
+        """Load the newest checkpoint of ``backup`` (a
+        :class:`~keras_gresnet.training.runs.EpochBackup`) into ``model``
+        when the run ``resumed``; returns its epoch count (0 if none)."""
+        return backup.restore(model) if resumed else 0
+
+    def chief_callbacks(self, callbacks):
+        """``callbacks`` that only the chief runs, as it runs them."""
+        return list(callbacks)
 
     def prepare(self, model, initial_epoch):
         """Take the built, compiled ``model``; returns ``initial_epoch``."""

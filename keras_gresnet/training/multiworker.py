@@ -92,7 +92,7 @@ def broadcast_from_chief(strategy, values, chief):
     try:
         summed = _broadcast_function(strategy)(flat, tf.constant(bool(chief)))
     except _PEER_ERRORS as error:
-        raise _lost(error) from None
+        raise WorkerLost.from_error(error) from None
     out, start = [], 0
     for v in values:
         size = math.prod(v.shape)
@@ -150,15 +150,6 @@ def check_last_batch(num_examples, global_batch_size, replicas):
             f"change batch_size or max_train_examples so that the examples divided by "
             f"the global batch {global_batch_size} leave 0 or at least {replicas}"
         )
-
-
-def _lost(error):
-    first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    return WorkerLost(
-        f"lost contact with another worker ({type(error).__name__}: {first}). Start "
-        f"every worker again with the same command: the run resumes from the chief's "
-        f"last backup"
-    )
 
 
 def _cross_entropy_and_correct(labels, probabilities):
@@ -248,7 +239,7 @@ class Trainer:
         try:
             totals, regularization = self._evaluate(self._distribute(dataset))
         except _PEER_ERRORS as error:
-            raise _lost(error) from None
+            raise WorkerLost.from_error(error) from None
         cross_entropy, correct, size = (float(x) for x in totals.numpy())
         return {"loss": cross_entropy / size + float(regularization),
                 "accuracy": correct / size}
@@ -296,7 +287,7 @@ class Trainer:
                     break
             callbacks.on_train_end(logs)
         except _PEER_ERRORS as error:
-            raise _lost(error) from None
+            raise WorkerLost.from_error(error) from None
         return logs
 
     def _train_epoch(self, iterator, callbacks, steps_per_epoch, num_examples,
@@ -353,9 +344,20 @@ class MultiWorkerLoop:
                              f"message says why")
         return cls(strategy, chief), resumed
 
-    def check_data(self, num_examples, global_batch_size):
-        """Refuse an epoch that would leave a replica without an example."""
+    def check_data(self, num_examples, global_batch_size, evaluated=None):
+        """Refuse an epoch that would leave a replica without an example
+        (``evaluated``, the sizes of the sets only evaluated: any is fine)."""
         check_last_batch(num_examples, global_batch_size, self.strategy.num_replicas_in_sync)
+
+    def restore(self, backup, model, resumed):
+        """The chief loads the newest checkpoint of ``backup`` into ``model``
+        when the run ``resumed`` (:meth:`prepare` gives it to the others);
+        returns its epoch count (0 if none, and on the other workers)."""
+        return backup.restore(model) if self.chief and resumed else 0
+
+    def chief_callbacks(self, callbacks):
+        """``callbacks`` that only the chief runs, as it runs them."""
+        return list(callbacks)
 
     def prepare(self, model, initial_epoch):
         """Take the built, compiled ``model`` and give every worker the chief's

@@ -106,9 +106,9 @@ def _train(config, cluster, out, overwrite, verbose, tensorboard):
     net = _compiled_model(config, recipe, pipe, loop.strategy)
     backup = runs.EpochBackup(out / runs.BACKUP)
     # Outside the strategy's scope: loading makes Keras create a throw-away
-    # optimizer, whose variables would be broadcast (a collective op) by the
-    # chief alone.
-    initial_epoch = loop.prepare(net, backup.restore(net) if loop.chief and resumed else 0)
+    # optimizer, whose variables would be a collective op (a broadcast on
+    # TensorFlow, a global placement on JAX) that the chief alone starts.
+    initial_epoch = loop.prepare(net, loop.restore(backup, net, resumed))
     logger = runs.RunLogger(out if loop.chief else None, test=lambda: loop.evaluate(pipe.test),
                             resume=resumed)
     backup.diverged = lambda: logger.diverged
@@ -119,11 +119,12 @@ def _train(config, cluster, out, overwrite, verbose, tensorboard):
         runs.prepare_folder(out, config, overwrite=overwrite, resumed=resumed)
     # The history is written before the backup: a kill between the two
     # retrains that epoch and replaces its row, never loses it.
-    callbacks = [logger, backup] if loop.chief else [logger]
-    if tensorboard and loop.chief:
-        # After the backup: an epoch reaches TensorBoard once it is saved, so
-        # the epoch a killed run trains again is never logged twice.
-        callbacks.append(RunTensorBoard(out / TENSORBOARD, logger))
+    callbacks = [logger]
+    if loop.chief:
+        # TensorBoard after the backup: an epoch reaches it once it is saved,
+        # so the epoch a killed run trains again is never logged twice.
+        callbacks += loop.chief_callbacks(
+            [backup] + ([RunTensorBoard(out / TENSORBOARD, logger)] if tensorboard else []))
     seconds = _fit(loop, train_data, epochs, initial_epoch, pipe, config, verbose,
                    callbacks=callbacks)
     _check_finite(logger, config, out)
@@ -141,6 +142,10 @@ def _start(config, cluster, out, overwrite):
     def check_folder():
         return runs.check_folder(out, config, overwrite)
 
+    if config["strategy"] == "multi_worker" and keras.backend.backend() == "jax":
+        from keras_gresnet.training.multiprocess import MultiProcessLoop
+
+        return MultiProcessLoop.join(cluster, check_folder, out)
     if config["strategy"] == "multi_worker":
         from keras_gresnet.training.multiworker import MultiWorkerLoop
 
@@ -172,7 +177,8 @@ def _data(config, recipe, loop):
         max_test_examples=config["max_test_examples"],
         input_pipeline=input_pipeline,
     )
-    loop.check_data(pipe.num_train, global_batch_size)
+    loop.check_data(pipe.num_train, global_batch_size,
+                    evaluated=dict(validation=pipe.num_validation, test=pipe.num_test))
     config.update(data=pipe.config, replicas=replicas, global_batch_size=global_batch_size)
     return pipe
 

@@ -5,15 +5,19 @@ multi-worker run.
 the default (single-device) one, ``OneDeviceStrategy``, ``MirroredStrategy``
 over this machine's GPUs (or logical CPUs), or ``MultiWorkerMirroredStrategy``
 over a cluster of processes (:mod:`keras_gresnet.training.multiworker` trains
-there). On JAX: one device, or ``data_parallel`` (``mirrored`` means the
-same there): Keras' own ``keras.distribution.DataParallel`` over every JAX
-device. On PyTorch: one device. A strategy a backend does not have is
-refused (:data:`BACKEND_STRATEGIES`), never ignored.
+there). On JAX: one device, ``data_parallel`` (``mirrored`` means the same
+there): Keras' own ``keras.distribution.DataParallel`` over every JAX device,
+or ``multi_worker``: the same over the devices of every process of a cluster,
+joined by ``keras.distribution.initialize`` (:func:`join_jax_cluster`;
+:mod:`keras_gresnet.training.multiprocess` trains there). On PyTorch: one
+device. A strategy a backend does not have is refused
+(:data:`BACKEND_STRATEGIES`), never ignored.
 
-Cluster: configured the TensorFlow way, by ``TF_CONFIG``. ``workers`` and
-``worker_index`` (``--workers host:port,... --worker-index i``) write it for
-you (:func:`resolve_cluster`). The chief is task ``chief``, or worker 0 where
-there is none.
+Cluster: configured the TensorFlow way, by ``TF_CONFIG``, on either backend.
+``workers`` and ``worker_index`` (``--workers host:port,... --worker-index i``)
+write it for you (:func:`resolve_cluster`). The chief is task ``chief``, or
+worker 0 where there is none; on JAX it is process 0, and its address is the
+coordinator's.
 """
 
 import contextlib
@@ -34,7 +38,7 @@ STRATEGIES = ("auto", "default", "one_device", "mirrored", "data_parallel", "mul
 # What each Keras backend has (JAX's "mirrored" is its "data_parallel").
 BACKEND_STRATEGIES = {
     "tensorflow": ("auto", "default", "one_device", "mirrored", "multi_worker"),
-    "jax": ("auto", "default", "one_device", "mirrored", "data_parallel"),
+    "jax": ("auto", "default", "one_device", "mirrored", "data_parallel", "multi_worker"),
 }
 SINGLE_DEVICE_STRATEGIES = ("auto", "default", "one_device")
 # Roles of TF_CONFIG's tasks that train; the chief, if any, counts as a worker.
@@ -46,6 +50,7 @@ NO_CLUSTER = (
 )
 _MIRRORED = {}  # devices -> the process's MirroredStrategy over them
 _MULTI_WORKER = {}  # TF_CONFIG -> the process's MultiWorkerMirroredStrategy (one at most)
+_JAX_CLUSTER = []  # the Cluster this process joined on JAX (one at most)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +77,19 @@ class Cluster:
         if "chief" in self.jobs:
             return self.task_type == "chief"
         return self.task_index == 0
+
+    @property
+    def addresses(self):
+        """Every training task's address, the chief's first: on JAX, process
+        ``i`` is ``addresses[i]``, and process 0 (the chief) coordinates."""
+        return tuple(self.jobs.get("chief", ())) + tuple(self.jobs.get("worker", ()))
+
+    @property
+    def process_index(self):
+        """This task's position in :attr:`addresses` (its JAX process id)."""
+        if self.task_type == "chief":
+            return 0
+        return len(self.jobs.get("chief", ())) + self.task_index
 
     def tf_config(self):
         """The ``TF_CONFIG`` dict of this process."""
@@ -220,6 +238,22 @@ def resolve_strategy(name, cluster=None, backend=None):
 class WorkerLost(RuntimeError):
     """Another worker died or stopped answering during a collective op."""
 
+    @classmethod
+    def from_error(cls, error):
+        """The :class:`WorkerLost` of the collective op's ``error``."""
+        text = str(error).strip()
+        first = text.splitlines()[0] if text else type(error).__name__
+        return cls(
+            f"lost contact with another worker ({type(error).__name__}: {first}). Start "
+            f"every worker again with the same command: the run resumes from the chief's "
+            f"last backup"
+        )
+
+
+def joined_jax_cluster():
+    """Whether this process joined a JAX cluster (:func:`join_jax_cluster`)."""
+    return bool(_JAX_CLUSTER)
+
 
 class SingleDevice:
     """The strategy of a run on one device of a backend without
@@ -236,14 +270,31 @@ class DataParallel:
     the model's variables replicated on every device, each global batch split
     across them, one SPMD program. So BatchNorm's batch statistics cover the
     global batch (as ``sync_batchnorm`` does on TensorFlow). Build, compile
-    and fit inside :meth:`scope`."""
+    and fit inside :meth:`scope`. ``auto_shard_dataset=False``: each process
+    of a cluster feeds its own share of every global batch (Keras would
+    split only a ``tf.data`` stream, and not a partial last batch evenly)."""
 
-    def __init__(self, devices=None):
-        self.distribution = keras.distribution.DataParallel(devices=devices)
+    def __init__(self, devices=None, auto_shard_dataset=True):
+        self.distribution = keras.distribution.DataParallel(
+            devices=devices, auto_shard_dataset=auto_shard_dataset)
         self.num_replicas_in_sync = len(self.distribution.device_mesh.devices.reshape(-1))
 
     def scope(self):
         return self.distribution.scope()
+
+    @staticmethod
+    @contextlib.contextmanager
+    def outside():
+        """No Keras distribution in force, e.g. for what one process of a
+        cluster does alone: under one, creating or assigning a variable
+        places a global array, which on JAX is a collective op that every
+        process must join (Keras' saving creates a throw-away optimizer)."""
+        current = keras.distribution.distribution()
+        keras.distribution.set_distribution(None)
+        try:
+            yield
+        finally:
+            keras.distribution.set_distribution(current)
 
 
 def sync_batchnorm(model, synchronized=True):
@@ -269,7 +320,9 @@ def make_strategy(name="auto", cluster=None):
     default (single-device) strategy. ``"mirrored"``: one replica per GPU, or
     per logical CPU device when there is no GPU (e.g. set up with
     ``tf.config.set_logical_device_configuration``). ``"multi_worker"``:
-    ``cluster`` (a :class:`Cluster`, :func:`resolve_cluster`) is required.
+    ``cluster`` (a :class:`Cluster`, :func:`resolve_cluster`) is required;
+    on JAX it is :class:`DataParallel` over every process's devices, once
+    this process has joined the cluster (:func:`join_jax_cluster`).
     TensorFlow's collective ops can be set up only once per process, so the
     multi-worker strategy is created once and reused; create it before any
     other TensorFlow op runs. It waits until every worker has joined; while
@@ -278,6 +331,9 @@ def make_strategy(name="auto", cluster=None):
     """
     name = resolve_strategy(name, cluster)
     backend = keras.backend.backend()
+    if backend == "jax" and name == "multi_worker":
+        join_jax_cluster(cluster)
+        return DataParallel(auto_shard_dataset=False)
     if backend != "tensorflow":
         return DataParallel() if name == "data_parallel" else SingleDevice()
     if name == "multi_worker":
@@ -324,3 +380,23 @@ def _multi_worker_strategy(cluster):
         if handler is not None and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, handler)
     return _MULTI_WORKER[config]
+
+
+def join_jax_cluster(cluster):
+    """Join ``cluster`` as JAX process ``cluster.process_index`` of
+    ``len(cluster.addresses)``: ``keras.distribution.initialize`` (that is,
+    ``jax.distributed.initialize``, whose coordinator is the chief's address;
+    CPU devices talk through JAX's CPU collectives, gloo). Once per process,
+    before JAX has run anything; it waits for every process (JAX's timeout:
+    5 minutes). Then ``jax.devices()`` lists every process's devices."""
+    if _JAX_CLUSTER:
+        if _JAX_CLUSTER[0] != cluster:
+            raise ValueError(
+                "this process already joined another cluster; JAX joins one cluster per "
+                "process (start a new process)"
+            )
+        return
+    keras.distribution.initialize(
+        job_addresses=",".join(cluster.addresses), num_processes=len(cluster.addresses),
+        process_id=cluster.process_index)
+    _JAX_CLUSTER.append(cluster)
