@@ -146,3 +146,24 @@ def job(commands, folders, env=None):
         yield running
     finally:
         running.kill()
+
+
+def kill_a_worker_after_a_backup(commands, folders, env=None):
+    """Start the job, SIGKILL worker 1 once the chief (worker 0, writing
+    ``folders[0]/run``) has backed up an epoch, and check that the chief
+    stops with exit code 4 and says how to resume."""
+    backup = Path(folders[0]) / "run" / "backup"
+    with job(commands, folders, env) as workers:
+        deadline = time.monotonic() + DEADLINE
+        while not list(backup.glob("epoch-*.weights.h5")):
+            assert time.monotonic() < deadline and workers.processes[0].poll() is None, \
+                workers.output(0)[-3000:]
+            time.sleep(0.02)
+        workers.processes[1].send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        codes = workers.wait(timeout=120)
+        chief_output = workers.output(0)
+    assert codes == [4, -signal.SIGKILL], chief_output[-3000:]
+    assert "lost contact with another worker" in chief_output
+    assert "Start every worker again with the same command" in chief_output
+    print(f"the chief stopped {time.monotonic() - killed:.1f} s after the kill")

@@ -22,9 +22,6 @@ import os
 import sys
 from pathlib import Path
 
-os.environ["KERAS_BACKEND"] = "jax"
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-
 # The run the cluster trains, and its global batch: 4000 % 64 = 32 and
 # 1000 % 64 = 40, so every last batch splits evenly over 2 processes.
 RUN = dict(model="gresnet_mlp", model_kwargs=dict(depth=2), dataset="fashion_mnist",
@@ -33,6 +30,9 @@ GLOBAL_BATCH = 64
 
 
 def main(report_dir, workers, index, overrides):
+    # Here, not at import: tests/test_jax_cluster.py imports RUN from this file.
+    os.environ["KERAS_BACKEND"] = "jax"
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     overrides = dict(overrides)
     if overrides.pop("tf_free", False):
         for name in ("tensorflow", "tensorflow_datasets"):

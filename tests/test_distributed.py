@@ -23,7 +23,7 @@ from keras_gresnet import cli, data, training
 from keras_gresnet.training import multiworker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from helpers import DEADLINE, job  # noqa: E402
+from helpers import DEADLINE, job, kill_a_worker_after_a_backup  # noqa: E402
 from multiworker_check import GLOBAL_BATCH, RUN  # noqa: E402
 
 # TensorFlow's MultiWorkerMirroredStrategy and tf.distribute's own collectives.
@@ -224,21 +224,8 @@ def test_a_killed_worker_is_survived_by_resuming(tmp_path, two_workers):
     addresses = multiworker.local_workers(2)
     folders = [tmp_path / "w0", tmp_path / "w1"]
     commands = [_train_command(addresses, i) for i in range(2)]
+    kill_a_worker_after_a_backup(commands, folders)
     backup = folders[0] / "run" / "backup"
-    with job(commands, folders) as workers:
-        deadline = time.monotonic() + DEADLINE
-        while not list(backup.glob("epoch-*.weights.h5")):
-            assert time.monotonic() < deadline and workers.processes[0].poll() is None, \
-                workers.output(0)[-3000:]
-            time.sleep(0.02)
-        workers.processes[1].send_signal(signal.SIGKILL)
-        killed = time.monotonic()
-        codes = workers.wait(timeout=120)
-        chief_output = workers.output(0)
-    assert codes == [4, -signal.SIGKILL], chief_output[-3000:]
-    assert "lost contact with another worker" in chief_output
-    assert "Start every worker again with the same command" in chief_output
-    print(f"the chief stopped {time.monotonic() - killed:.1f} s after the kill")
     run = folders[0] / "run"
     before = read_csv(run / "history.csv")
     assert 1 <= len(before) < RUN["epochs"] and not (run / "results.json").exists()

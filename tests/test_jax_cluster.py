@@ -12,9 +12,7 @@ The processes run tests/jax_cluster_check.py (or the CLI) with
 
 import csv
 import json
-import signal
 import sys
-import time
 from pathlib import Path
 
 import keras
@@ -25,7 +23,7 @@ from keras_gresnet import data
 from keras_gresnet.training import local_workers
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from helpers import DEADLINE, job  # noqa: E402
+from helpers import job, kill_a_worker_after_a_backup  # noqa: E402
 from jax_cluster_check import GLOBAL_BATCH, RUN  # noqa: E402
 from test_run_options import events, steps  # noqa: E402
 
@@ -161,21 +159,8 @@ def test_a_killed_process_is_survived_by_resuming(tmp_path, two_processes):
     addresses = local_workers(2)
     folders = [tmp_path / "p0", tmp_path / "p1"]
     commands = [_train_command(addresses, i) for i in range(2)]
+    kill_a_worker_after_a_backup(commands, folders, env=JAX)
     backup = folders[0] / "run" / "backup"
-    with job(commands, folders, env=JAX) as processes:
-        deadline = time.monotonic() + DEADLINE
-        while not list(backup.glob("epoch-*.weights.h5")):
-            assert time.monotonic() < deadline and processes.processes[0].poll() is None, \
-                processes.output(0)[-3000:]
-            time.sleep(0.02)
-        processes.processes[1].send_signal(signal.SIGKILL)
-        killed = time.monotonic()
-        codes = processes.wait(timeout=120)
-        chief_output = processes.output(0)
-    assert codes == [4, -signal.SIGKILL], chief_output[-3000:]
-    assert "lost contact with another worker" in chief_output
-    assert "Start every worker again with the same command" in chief_output
-    print(f"the chief stopped {time.monotonic() - killed:.1f} s after the kill")
     run = folders[0] / "run"
     before = read_csv(run / "history.csv")
     assert 1 <= len(before) < RUN["epochs"] and not (run / "results.json").exists()

@@ -36,7 +36,9 @@ import numpy as np
 
 from keras_gresnet import data
 from keras_gresnet.training.fitting import FitLoop
-from keras_gresnet.training.strategies import DataParallel, WorkerLost, make_strategy
+from keras_gresnet.training.strategies import (
+    DataParallel, WorkerLost, agree_on_folder, make_strategy,
+)
 
 # Keras' callback hooks, which OutsideDistribution forwards.
 _HOOKS = tuple(f"on_{stage}_{event}" for stage in ("train", "test", "predict")
@@ -131,20 +133,10 @@ class MultiProcessLoop(FitLoop):
         ``ValueError``: refused) and every process learns its verdict.
         Returns ``(loop, resumed)``."""
         strategy = make_strategy("multi_worker", cluster)
-        chief, refusal, resumed = cluster.is_chief, None, False
-        if chief:
-            try:
-                resumed = check_folder()
-            except ValueError as error:
-                refusal = error
-        accepted, resumed = broadcast_from_chief([refusal is None, bool(resumed)])
-        if refusal is not None:
-            raise refusal
-        if not accepted:
-            raise ValueError(f"the chief refused the run folder {str(out)!r}; its error "
-                             f"message says why")
-        loop = cls(strategy, chief, cluster.process_index, len(cluster.addresses))
-        return loop, bool(resumed)
+        resumed = agree_on_folder(cluster, check_folder, out,
+                                  lambda *verdict: broadcast_from_chief(list(verdict)))
+        loop = cls(strategy, cluster.is_chief, cluster.process_index, len(cluster.addresses))
+        return loop, resumed
 
     def restore(self, backup, model, resumed):
         """The chief loads the newest checkpoint of ``backup`` when the run

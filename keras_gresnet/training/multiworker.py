@@ -38,8 +38,8 @@ import keras
 import tensorflow as tf
 
 from keras_gresnet.training.strategies import (  # noqa: F401 (the cluster's names, here too)
-    TRAINING_JOBS, Cluster, local_workers, make_strategy, parse_workers, resolve_cluster,
-    WorkerLost, sync_batchnorm,
+    TRAINING_JOBS, Cluster, agree_on_folder, local_workers, make_strategy, parse_workers,
+    resolve_cluster, WorkerLost, sync_batchnorm,
 )
 
 # Errors of a collective op whose peer died or stopped answering.
@@ -330,19 +330,13 @@ class MultiWorkerLoop:
         ``out`` resumes; ``ValueError``: refused) and every worker learns its
         verdict. Returns ``(loop, resumed)``."""
         strategy = make_strategy("multi_worker", cluster)
-        chief, refusal, resumed = cluster.is_chief, None, False
-        if chief:
-            try:
-                resumed = check_folder()
-            except ValueError as error:
-                refusal = error
-        (accepted,) = broadcast_from_chief(strategy, [float(refusal is None)], chief)
-        if refusal is not None:
-            raise refusal
-        if not float(accepted):
-            raise ValueError(f"the chief refused the run folder {str(out)!r}; its error "
-                             f"message says why")
-        return cls(strategy, chief), resumed
+        chief = cluster.is_chief
+
+        def broadcast(*verdict):
+            return [float(v) for v in broadcast_from_chief(strategy, list(map(float, verdict)),
+                                                           chief)]
+
+        return cls(strategy, chief), agree_on_folder(cluster, check_folder, out, broadcast)
 
     def check_data(self, num_examples, global_batch_size, evaluated=None):
         """Refuse an epoch that would leave a replica without an example

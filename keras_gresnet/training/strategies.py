@@ -250,6 +250,27 @@ class WorkerLost(RuntimeError):
         )
 
 
+def agree_on_folder(cluster, check_folder, out, broadcast):
+    """The chief calls ``check_folder()`` (``True``: the run in ``out``
+    resumes; ``ValueError``: refused) and every worker learns its verdict
+    through ``broadcast(accepted, resumed)``, which returns the chief's two
+    values on every worker. Returns whether the run resumes; raises the
+    chief's refusal on the chief, and a pointer to it on the others."""
+    refusal, resumed = None, False
+    if cluster.is_chief:
+        try:
+            resumed = check_folder()
+        except ValueError as error:
+            refusal = error
+    accepted, resumed = broadcast(refusal is None, bool(resumed))
+    if refusal is not None:
+        raise refusal
+    if not accepted:
+        raise ValueError(f"the chief refused the run folder {str(out)!r}; its error "
+                         f"message says why")
+    return bool(resumed)
+
+
 def joined_jax_cluster():
     """Whether this process joined a JAX cluster (:func:`join_jax_cluster`)."""
     return bool(_JAX_CLUSTER)
