@@ -591,8 +591,10 @@ def main(argv=None):
 
 
 def _joined_jax_cluster():
-    training = sys.modules.get("keras_gresnet.training.strategies")
-    return training is not None and training.joined_jax_cluster()
+    """Whether this process joined a JAX cluster (without importing the
+    training package when it was never imported)."""
+    strategies = sys.modules.get("keras_gresnet.training.strategies")
+    return strategies is not None and strategies.joined_jax_cluster()
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """Shared test helpers (importable: pytest puts tests/ on sys.path)."""
 
 import contextlib
+import csv
+import json
 import os
 import signal
 import socket
@@ -167,3 +169,46 @@ def kill_a_worker_after_a_backup(commands, folders, env=None):
     assert "lost contact with another worker" in chief_output
     assert "Start every worker again with the same command" in chief_output
     print(f"the chief stopped {time.monotonic() - killed:.1f} s after the kill")
+
+
+# --------------------------------------------------------------------------
+# Reading what a run or a worker wrote.
+
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def report(path):
+    """A worker's ``report.json`` (the cluster checks write one)."""
+    return json.loads((path / "report.json").read_text())
+
+
+def trainable(path):
+    """A worker's trainable variables after training, ``weights.npz``."""
+    return dict(np.load(path / "weights.npz"))
+
+
+def events(folder):
+    """``{(run, tag): [(step, value), ...]}`` of every event file under
+    ``folder`` (``run``: its subfolder), in the order written; scalars as
+    floats, histograms as arrays."""
+    import tensorflow as tf
+
+    found = {}
+    for path in sorted(folder.glob("*/events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                array = tf.make_ndarray(value.tensor)
+                found.setdefault((path.parent.name, value.tag), []).append(
+                    (event.step, float(array) if array.ndim == 0 else array))
+    return found
+
+
+def steps(found, run, tag):
+    return [step for step, _ in found.get((run, tag), [])]
+
+
+def scalars(found, run, tag):
+    return [value for _, value in found.get((run, tag), [])]

@@ -8,7 +8,6 @@ Every worker is a subprocess with a deadline, killed (SIGKILL) in a
 for its peers.
 """
 
-import csv
 import json
 import signal
 import sys
@@ -23,18 +22,15 @@ from keras_gresnet import cli, data, training
 from keras_gresnet.training import multiworker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from helpers import DEADLINE, job, kill_a_worker_after_a_backup  # noqa: E402
+from helpers import (  # noqa: E402
+    DEADLINE, job, kill_a_worker_after_a_backup, read_csv, report, trainable,
+)
 from multiworker_check import GLOBAL_BATCH, RUN  # noqa: E402
 
 # TensorFlow's MultiWorkerMirroredStrategy and tf.distribute's own collectives.
 pytestmark = pytest.mark.tensorflow_only
 ROOT = Path(__file__).resolve().parents[1]
 CHECK = ROOT / "tests" / "multiworker_check.py"
-
-
-def read_csv(path):
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def check_workers(tmp, count, overrides=None):
@@ -57,14 +53,6 @@ def single_process(out, **overrides):
     run = {**RUN, **overrides}
     return training.train(run.pop("model"), out=out, strategy="default",
                           batch_size=GLOBAL_BATCH, **run)
-
-
-def trainable(path):
-    return dict(np.load(path / "weights.npz"))
-
-
-def report(path):
-    return json.loads((path / "report.json").read_text())
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ The processes run tests/jax_cluster_check.py (or the CLI) with
 ``KERAS_BACKEND=jax``, whatever backend runs this file.
 """
 
-import csv
 import json
 import sys
 from pathlib import Path
@@ -23,9 +22,10 @@ from keras_gresnet import data
 from keras_gresnet.training import local_workers
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from helpers import job, kill_a_worker_after_a_backup  # noqa: E402
+from helpers import (  # noqa: E402
+    events, job, kill_a_worker_after_a_backup, read_csv, report, steps, trainable,
+)
 from jax_cluster_check import GLOBAL_BATCH, RUN  # noqa: E402
-from test_run_options import events, steps  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECK = ROOT / "tests" / "jax_cluster_check.py"
@@ -50,19 +50,6 @@ def run_check(tmp, workers, count=1, overrides=None):
 
 def cluster(tmp, overrides=None):
     return run_check(tmp, local_workers(2), 2, overrides)
-
-
-def report(path):
-    return json.loads((path / "report.json").read_text())
-
-
-def trainable(path):
-    return dict(np.load(path / "weights.npz"))
-
-
-def read_csv(path):
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
 
 
 @pytest.fixture(scope="module")
@@ -188,8 +175,6 @@ def test_a_killed_process_is_survived_by_resuming(tmp_path, two_processes):
 def test_each_process_feeds_its_share_of_every_batch(input_pipeline):
     """process_share: the shares of the processes, in order, are each batch,
     the partial last one too (here 100 = 3 x 32 + 4 examples)."""
-    if input_pipeline == "tf_data":
-        pytest.importorskip("tensorflow")  # the TensorFlow-free venv has only numpy's
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, (100, 4, 4, 1), dtype=np.uint8)
     labels = rng.integers(0, 10, 100)

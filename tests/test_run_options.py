@@ -3,7 +3,6 @@ Keras' mixed precision (``dtype_policy=``, ``--mixed-precision``), on tiny
 runs of real Fashion-MNIST. The event files are read back with TensorFlow,
 which must be installed (on any backend)."""
 
-import csv
 import json
 import sys
 
@@ -14,39 +13,12 @@ import pytest
 from keras_gresnet import cli, data, training
 from keras_gresnet.layers import gate_layers
 
+from helpers import events, read_csv, scalars, steps
+
 FAST = dict(dataset="fashion_mnist", max_train_examples=512, max_test_examples=256, verbose=0)
 # 2 gated blocks; plain SGD traces in half the time of GR's Nadam.
 MLP = dict(model_kwargs=dict(depth=4), optimizer_name="sgd", optimizer_kwargs={},
            learning_rate=0.1, **FAST)
-
-
-def read_csv(path):
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
-
-
-def events(folder):
-    """``{(run, tag): [(step, value), ...]}`` of every event file under
-    ``folder`` (``run``: its subfolder), in the order written; scalars as
-    floats, histograms as arrays."""
-    import tensorflow as tf
-
-    found = {}
-    for path in sorted(folder.glob("*/events.out.tfevents.*")):
-        for event in tf.compat.v1.train.summary_iterator(str(path)):
-            for value in event.summary.value:
-                array = tf.make_ndarray(value.tensor)
-                found.setdefault((path.parent.name, value.tag), []).append(
-                    (event.step, float(array) if array.ndim == 0 else array))
-    return found
-
-
-def steps(found, run, tag):
-    return [step for step, _ in found.get((run, tag), [])]
-
-
-def scalars(found, run, tag):
-    return [value for _, value in found.get((run, tag), [])]
 
 
 # --------------------------------------------------------------------------

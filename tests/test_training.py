@@ -1,7 +1,6 @@
 """Training: the run folder, resuming, seeds, NaN, bad input, real
 Fashion-MNIST, MirroredStrategy and the command line."""
 
-import csv
 import json
 import os
 import signal
@@ -17,14 +16,11 @@ import pytest
 from keras_gresnet import cli, data, training
 from keras_gresnet.layers import gate_layers
 
+from helpers import read_csv
+
 FAST = dict(dataset="fashion_mnist", max_train_examples=2048, max_test_examples=512, verbose=0)
 ROOT = Path(__file__).resolve().parents[1]
 PNG = b"\x89PNG\r\n\x1a\n"
-
-
-def read_csv(path):
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def test_defaults_follow_the_papers():

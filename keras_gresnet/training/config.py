@@ -128,9 +128,10 @@ def resolve_config(
     (:func:`keras_gresnet.training.strategies.sync_batchnorm`); ``None``
     (default): the strategy's own way, each replica's on TensorFlow, the
     global batch's on JAX's ``data_parallel`` and ``multi_worker`` (one SPMD
-    program), which cannot use each replica's. ``dtype_policy``: Keras' dtype policy of the
-    model, one of :data:`DTYPE_POLICIES` (``"mixed_float16"`` compiles with
-    Keras' loss scaling; the classifier stays float32).
+    program), which cannot use each replica's. ``dtype_policy``: Keras'
+    dtype policy of the model, one of :data:`DTYPE_POLICIES`
+    (``"mixed_float16"`` compiles with Keras' loss scaling; the classifier
+    stays float32).
     """
     builder = zoo.model_builder(model)
     dataset = dataset or default_dataset(model)
