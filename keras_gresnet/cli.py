@@ -180,7 +180,7 @@ def train_command(config):
     for key, value in config["model_kwargs"].items():
         words += [f"--{key.replace('_', '-')}", str(value)]
     words += ["--dataset", config["dataset"]]
-    if recipe["name"] != training.default_recipe(config["model"]):
+    if recipe["name"] != training.default_recipe(config["model"], config["dataset"]):
         words += ["--recipe", recipe["name"]]
     default = training.get_recipe(recipe["name"]).get_config()
     for key, value in recipe.items():

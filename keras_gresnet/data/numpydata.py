@@ -16,8 +16,10 @@ import keras
 import numpy as np
 
 from keras_gresnet.data.preprocessing import (
+    CROP_ONLY,
     EPOCH_STREAM,
     ONE_PASS,
+    checked_augment,
     checked_preprocessing,
     checked_stream_arguments,
     epoch_plan,
@@ -99,7 +101,8 @@ class ArrayDataset(keras.utils.PyDataset):
         batch = slice(step * self.batch_size, (step + 1) * self.batch_size)
         x = self.preprocessing(self.images[order[batch]])
         if self.augment:
-            x = crop_and_flip(x, offsets[batch], flips[batch], self.padding, self.pad_mode)
+            flip = flips[batch] & (self.augment != CROP_ONLY)
+            x = crop_and_flip(x, offsets[batch], flip, self.padding, self.pad_mode)
         if self.flatten:
             x = x.reshape(len(x), -1)
         return x, self.labels[order[batch]]
@@ -117,6 +120,7 @@ def make_dataset(images, labels, *, batch_size=128, preprocessing=None, shuffle=
     labels = np.asarray(labels)
     batch_size, padding, seed, epochs = checked_stream_arguments(
         images, labels, batch_size, padding, seed, epochs, pad_mode)
+    augment = checked_augment(augment)
     preprocessing = checked_preprocessing(preprocessing, images)
     return ArrayDataset(images, labels, batch_size=batch_size, preprocessing=preprocessing,
                         shuffle=shuffle, augment=augment, padding=padding, flatten=flatten,

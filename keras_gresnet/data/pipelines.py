@@ -16,6 +16,7 @@ from keras_gresnet.data.datasets import DATASETS
 from keras_gresnet.data.preprocessing import (
     PAD_MODES,
     Preprocessing,
+    dataset_augment,
     split_indices,
     steps_per_epoch,
     subset_indices,
@@ -182,6 +183,7 @@ def pipeline(name, *, data_dir=None, download=True, preprocessing="scale", batch
     train_images, train_labels = splits["train"]
     fitted = Preprocessing.fit(preprocessing, train_images)
     common = dict(batch_size=batch_size, preprocessing=fitted, flatten=flatten)
+    augment = dataset_augment(augment, DATASETS[name].flips_keep_labels)
     train_options = dict(shuffle=True, augment=augment, padding=padding, pad_mode=pad_mode,
                          drop_remainder=drop_remainder, seed=seed, **common)
     train = make_dataset(train_images, train_labels, **train_options)

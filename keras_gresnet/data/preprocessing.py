@@ -136,6 +136,29 @@ def checked_preprocessing(preprocessing, images):
 # nn.SpatialReflectionPadding, train.lua:103-117; numpy's mode="reflect").
 PAD_MODES = ("zero", "reflect")
 
+# The augmentation of a training stream: none (False), the papers' pad +
+# random crop + horizontal flip (True), or the crop alone ("crop": images a
+# mirror would relabel, such as digits).
+CROP_ONLY = "crop"
+AUGMENTS = (False, True, CROP_ONLY)
+
+
+def checked_augment(augment):
+    """``augment``, one of :data:`AUGMENTS`."""
+    if not any(augment is a or (isinstance(a, str) and augment == a) for a in AUGMENTS):
+        raise ValueError(f"augment must be one of {AUGMENTS} (True: crop and flip; "
+                         f"{CROP_ONLY!r}: crop only), got {augment!r}")
+    return augment
+
+
+def dataset_augment(augment, flips_keep_labels):
+    """What ``augment=True`` means for a dataset: crop and flip where a
+    mirror image keeps its label, the crop alone where it does not (MNIST's
+    digits)."""
+    augment = checked_augment(augment)
+    return CROP_ONLY if augment is True and not flips_keep_labels else augment
+
+
 # The first word of an epoch plan's seed: the epoch-indexed stream, or the
 # one-pass stream (a fresh random key per pass).
 EPOCH_STREAM, ONE_PASS = 0, 1

@@ -14,8 +14,10 @@ import numpy as np
 import tensorflow as tf
 
 from keras_gresnet.data.preprocessing import (
+    CROP_ONLY,
     EPOCH_STREAM,
     ONE_PASS,
+    checked_augment,
     checked_preprocessing,
     checked_stream_arguments,
     epoch_plan,
@@ -127,6 +129,7 @@ def make_dataset(images, labels, *, batch_size=128, preprocessing=None, shuffle=
     labels = np.asarray(labels)
     batch_size, padding, seed, epochs = checked_stream_arguments(
         images, labels, batch_size, padding, seed, epochs, pad_mode)
+    augment = checked_augment(augment)
     preprocessing = checked_preprocessing(preprocessing, images)
     scale, offset = (tf.constant(v) for v in preprocessing.scale_offset())
     # Whole arrays as one dataset element (as Keras' array adapter does), so
@@ -161,6 +164,8 @@ def make_dataset(images, labels, *, batch_size=128, preprocessing=None, shuffle=
         index, offsets, flips = batch
         x = tf.cast(tf.gather(data[0], index), tf.float32) * scale + offset
         if augment:
+            if augment == CROP_ONLY:
+                flips = tf.zeros_like(flips)
             x = crop_and_flip(x, offsets, flips, padding, pad_mode)
         if flatten:
             x = tf.reshape(x, (-1, example_size))

@@ -2,6 +2,7 @@
 and graph helpers, built on ``keras.ops`` only: the bottom of the package,
 importing nothing above it."""
 
+from keras_gresnet.layers.convolution import Conv2D
 from keras_gresnet.layers.graph import all_layers, gate_layers
 from keras_gresnet.layers.merges import (
     GATE_FORMS,
@@ -10,6 +11,7 @@ from keras_gresnet.layers.merges import (
     ScaledAdd,
     ShortcutGate,
 )
+from keras_gresnet.layers.normalization import BatchNormalization
 from keras_gresnet.layers.preprocessing import PixelNormalization, pixel_statistics
 from keras_gresnet.layers.shortcuts import ShortcutDropout, ZeroPadShortcut
 from keras_gresnet.layers.units import (
@@ -44,6 +46,8 @@ __all__ = [
     "STRIDE_ONS",
     "SUBSAMPLES",
     "UNITS",
+    "BatchNormalization",
+    "Conv2D",
     "PixelNormalization",
     "ResidualGate",
     "ScaledAdd",

@@ -9,7 +9,9 @@ name prefix.
 import keras
 
 from keras_gresnet._checks import check_choice
+from keras_gresnet.layers.convolution import Conv2D
 from keras_gresnet.layers.merges import ResidualGate, ScaledAdd, ShortcutGate
+from keras_gresnet.layers.normalization import BatchNormalization
 from keras_gresnet.layers.shortcuts import ShortcutDropout, ZeroPadShortcut
 
 # HE Table 2's activation arrangements. For conv i of the residual branch F:
@@ -130,7 +132,7 @@ def check_unit_args(
 def _ops(x, ops, name, bn_momentum, bn_epsilon):
     for op in ops:
         if op == "bn":
-            x = keras.layers.BatchNormalization(
+            x = BatchNormalization(
                 axis=-1, momentum=bn_momentum, epsilon=bn_epsilon, name=f"{name}_bn"
             )(x)
         else:
@@ -174,7 +176,7 @@ def conv(x, filters, kernel_size, stride=1, name=None, use_bias=False,
         padding = "valid"
     else:
         padding = "same"
-    return keras.layers.Conv2D(
+    return Conv2D(
         filters,
         kernel_size,
         strides=stride,
@@ -336,7 +338,7 @@ def residual_unit(
 def dense_layer(x, units, *, bn_momentum=0.99, name="layer_"):
     """GR's plain fully-connected layer: Dense -> BatchNorm -> ReLU ("Dot-BN-ReLU")."""
     x = keras.layers.Dense(units, name=f"{name}dense")(x)
-    x = keras.layers.BatchNormalization(momentum=bn_momentum, name=f"{name}bn")(x)
+    x = BatchNormalization(momentum=bn_momentum, name=f"{name}bn")(x)
     return keras.layers.Activation("relu", name=f"{name}relu")(x)
 
 

@@ -33,6 +33,8 @@ DEFAULT_RECIPES = (
 DEFAULT_DATASETS = (("*_mlp", "mnist"),
                     *((pattern, "imagenet2012") for pattern in _IMAGENET_MODELS),
                     ("*", "cifar10"))
+# The MNIST family's images (MNIST, Fashion-MNIST).
+MNIST_SHAPE = (28, 28, 1)
 # Keras' dtype policies a run trains under: the papers' float32, or Keras'
 # mixed precision (float16 or bfloat16 compute, float32 variables).
 DTYPE_POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
@@ -42,12 +44,18 @@ def _first_match(name, table):
     return next(value for pattern, value in table if fnmatch.fnmatchcase(name, pattern))
 
 
-def default_recipe(model):
+def default_recipe(model, dataset=None):
     """The recipe of ``model``'s paper: ``gr_mnist`` for GR's MLPs,
     ``wrn_cifar`` for Wide (G)ResNets, ``he_imagenet`` for the ImageNet nets,
     ``he_cifar`` for HE's ResNet-110/164/1001, ``preact_cifar`` otherwise
-    (GR's CIFAR nets)."""
-    return _first_match(model, DEFAULT_RECIPES)
+    (GR's CIFAR nets). A CIFAR conv net on a ``dataset`` of the MNIST family
+    (28x28 grey) gets ``preact_mnist``: GR's CIFAR recipe at that data's
+    length (no CIFAR on these machines: the conv nets learn from these)."""
+    recipe = _first_match(model, DEFAULT_RECIPES)
+    if (dataset in data.DATASETS and data.DATASETS[dataset].image_shape == MNIST_SHAPE
+            and default_dataset(model) == "cifar10"):
+        return "preact_mnist"
+    return recipe
 
 
 def default_dataset(model):
@@ -136,7 +144,7 @@ def resolve_config(
     builder = zoo.model_builder(model)
     dataset = dataset or default_dataset(model)
     check_choice(dataset, "dataset", (*data.DATASETS, data.IMAGENET))
-    recipe = recipes.get_recipe(recipe or default_recipe(model), **overrides)
+    recipe = recipes.get_recipe(recipe or default_recipe(model, dataset), **overrides)
     check_int(seed, "seed", 0, 2**31 - 1)
     strategy = _check_strategy(strategy, cluster)
     check_rate(validation_split, "validation_split")

@@ -16,6 +16,7 @@ from pathlib import Path
 import keras
 
 from keras_gresnet import data, zoo
+from keras_gresnet._cpu import cpu_info
 from keras_gresnet.layers import gate_layers
 from keras_gresnet.training import runs
 from keras_gresnet.training.config import (
@@ -238,6 +239,18 @@ def _results(test, net, history, initial_epoch, seconds):
         test_error_percent=100 * (1 - float(test["accuracy"])),
         epochs=history[-1]["epoch"] + 1 if history else initial_epoch,
         seconds_this_process=round(seconds, 1),
+        machine=_machine(),
         gates={g.name: g.g for g in gate_layers(net)},
         params=zoo.summarize(net)["params"],
     )
+
+
+def _machine():
+    """The CPU and backend threads the finishing process trained on (a
+    timing means nothing without them)."""
+    machine = cpu_info()
+    if keras.backend.backend() == "torch":
+        import torch
+
+        machine["torch_threads"] = torch.get_num_threads()
+    return machine

@@ -15,7 +15,14 @@ import inspect
 import keras
 
 from keras_gresnet._checks import check_choice, check_int, check_rate
-from keras_gresnet.layers import BLOCKS, PREACT_UNITS, check_unit_args, conv, residual_unit
+from keras_gresnet.layers import (
+    BLOCKS,
+    PREACT_UNITS,
+    BatchNormalization,
+    check_unit_args,
+    conv,
+    residual_unit,
+)
 from keras_gresnet.zoo.applications import (
     builder_arguments, check_common, check_preprocessing, check_size, head, load_weights,
     model_input,
@@ -184,7 +191,7 @@ def resnet(stage_sizes, widths, *, stem="cifar", stem_filters=16, stride_positio
     else:
         x = conv(x, stem_filters, 3, name="conv1", use_bias=stem_bias, kernel_initializer=init)
     if stem_bn:
-        x = keras.layers.BatchNormalization(**bn, name="conv1_bn")(x)
+        x = BatchNormalization(**bn, name="conv1_bn")(x)
         x = keras.layers.Activation("relu", name="conv1_relu")(x)
     if stem == "imagenet":
         x = keras.layers.ZeroPadding2D(1, name="pool1_pad")(x)
@@ -209,7 +216,7 @@ def resnet(stage_sizes, widths, *, stem="cifar", stem_filters=16, stride_positio
             x = residual_unit(x, width, stride=2 if strided else 1, preact_type=preact_type,
                               name=f"conv{s + 2}_block{b + 1}_", **options)
     if preact:  # HE: an extra BN-ReLU after the last pre-activation unit
-        x = keras.layers.BatchNormalization(**bn, name="post_bn")(x)
+        x = BatchNormalization(**bn, name="post_bn")(x)
         x = keras.layers.Activation("relu", name="post_relu")(x)
     x = head(x, include_top=include_top, pooling=pooling, classes=classes,
              classifier_activation=classifier_activation)

@@ -1,0 +1,56 @@
+"""What every reproduction script shares: train a planned run into its
+folder unless it finished (a diverged run counts as finished: a result
+too), resume it where it stopped, and summarise test errors over seeds.
+Public APIs only (``keras_gresnet.training``). Used by
+``reproduce_gr_mnist.py`` (GR's MLPs) and ``reproduce_gr_conv.py`` (GR's
+CIFAR nets on the MNIST family)."""
+
+import math
+import statistics
+
+from keras_gresnet import training
+
+
+def train_run(folder, model, *, model_kwargs, seed, **train_kwargs):
+    """Train ``model`` into ``folder``, or resume it; a finished run is left
+    as it is. Returns its results (``{"diverged": ...}`` for a run whose
+    loss became NaN)."""
+    results = training.read_results(folder)
+    if results is not None:
+        print(f"done already: {folder}", flush=True)
+        return results
+    print(f"training {model} {model_kwargs} seed={seed} -> {folder}", flush=True)
+    try:
+        run = training.train(model, model_kwargs=model_kwargs, seed=seed, out=folder,
+                             verbose=2, **train_kwargs)
+        return run.results
+    except training.TrainingDiverged as error:
+        print(f"diverged: {error}", flush=True)
+        results = dict(diverged=str(error))
+        training.write_results(folder, results)
+        return results
+
+
+def summary(values):
+    """``"m"`` for one value, ``"mean ± std (n=k)"`` for more, ``"-"`` for none."""
+    values = [v for v in values if v != ""]
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return (f"{statistics.fmean(values):.2f} ± {statistics.stdev(values):.2f} "
+            f"(n={len(values)})")
+
+
+def welch(a, b):
+    """Welch's t of ``mean(a) - mean(b)`` and its degrees of freedom
+    (Welch-Satterthwaite); ``None`` with fewer than 2 values a side or no
+    spread."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    if va + vb == 0:
+        return None
+    t = (statistics.fmean(a) - statistics.fmean(b)) / math.sqrt(va + vb)
+    dof = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    return t, dof
