@@ -201,6 +201,9 @@ def cmd_train(args, extra):
         raise ValueError(f"--mixed-precision {policy}: not a dtype policy of a run; accepted: "
                          f"mixed_float16, mixed_bfloat16 (float32, the default, is full "
                          f"precision)")
+    note = training.precision_note(policy)
+    if note:
+        print(note, file=sys.stderr)
     run = training.train(
         args.model,
         out=args.out,

@@ -199,6 +199,8 @@ def plot_k_per_block(blocks, ks, path, title=None, highlight=None):
     path, title = check_png_path(path), check_optional_text(title, "title")
     if isinstance(blocks, (str, bytes)) or not hasattr(blocks, "__len__"):
         raise ValueError(f"blocks must be a sequence of block names, got {blocks!r}")
+    if isinstance(ks, dict):
+        return _plot_k_per_block_series(blocks, ks, path, title)
     _, ks = check_series(range(len(blocks)), ks, "ks", "blocks", "ks")
     highlight = [] if highlight is None else list(highlight)
     bad = [
@@ -216,6 +218,25 @@ def plot_k_per_block(blocks, ks, path, title=None, highlight=None):
     if highlight:
         ax.legend(handles=[Patch(color="tab:orange", label="highlighted")])
     ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xticks(list(positions), [str(b) for b in blocks], rotation=90, fontsize="small")
+    ax.set(xlabel="block", ylabel="final k")
+    return _save(fig, path)
+
+
+def _plot_k_per_block_series(blocks, series, path, title):
+    """:func:`plot_k_per_block` of several nets (``{label: ks}``, e.g. one
+    per seed): a line with markers each, over the same blocks."""
+    if not series or not all(isinstance(label, str) for label in series):
+        raise ValueError(f"ks as a mapping must map labels (str) to k sequences, got "
+                         f"{list(series)!r}")
+    checked = {label: check_series(range(len(blocks)), ks, f"ks[{label!r}]", "blocks",
+                                   f"ks[{label!r}]")[1] for label, ks in series.items()}
+    fig, (ax,) = _figure(1, title, size=(max(6.4, 0.25 * len(blocks)), 4.2))
+    positions = range(len(blocks))
+    for label, ks in checked.items():
+        ax.plot(positions, ks, marker="o", markersize=3, linewidth=1, label=label)
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.legend()
     ax.set_xticks(list(positions), [str(b) for b in blocks], rotation=90, fontsize="small")
     ax.set(xlabel="block", ylabel="final k")
     return _save(fig, path)

@@ -30,7 +30,7 @@ from keras_gresnet import files, plots, training  # noqa: E402
 from keras_gresnet._papers import GR_MNIST_ERROR, GR_MNIST_MEAN_K  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reproduce import summary, train_run  # noqa: E402
+from reproduce import summary, train_run, welch_interval  # noqa: E402
 
 KINDS = ("plain", "resnet", "gresnet")
 LABELS = {"plain": "plain", "resnet": "ResNet", "gresnet": "GResNet",
@@ -61,6 +61,15 @@ def train_all(args):
                   max_train_examples=args.max_train_examples, **overrides)
 
 
+def final_ks(folder):
+    """The raw ``k`` of every gate after the run's last epoch (gates.csv), in
+    network order: GR's Table 2 averages k, and ``results.json`` holds g(k)."""
+    gates = training.read_gates(folder)
+    last = max(g["epoch"] for g in gates)
+    return [g["k"] for g in sorted((g for g in gates if g["epoch"] == last),
+                                   key=lambda g: g["index"])]
+
+
 def collect(args):
     rows = []
     for kind, depth, seed in plan(args):
@@ -68,16 +77,19 @@ def collect(args):
         results = training.read_results(folder)
         if results is None:
             continue  # not trained yet
-        gates = list(results.get("gates", {}).values())
+        gates = list(results.get("gates", {}).values())  # g(k) = ReLU(k)
+        ks = final_ks(folder) if gates else []
         rows.append(dict(
             kind=kind, depth=depth, seed=seed,
             epochs=results.get("epochs", ""),
             test_error=results.get("test_error_percent", float("nan")),
-            mean_k=statistics.fmean(gates) if gates else "",
+            mean_g=statistics.fmean(gates) if gates else "",
+            mean_k=statistics.fmean(ks) if ks else "",
             params=results.get("params", ""),
             folder=str(folder.relative_to(args.out)),
         ))
-    columns = ["kind", "depth", "seed", "epochs", "test_error", "mean_k", "params", "folder"]
+    columns = ["kind", "depth", "seed", "epochs", "test_error", "mean_g", "mean_k", "params",
+               "folder"]
     files.write_csv(Path(args.out) / "results.csv", columns,
                     [[r[c] for c in columns] for r in rows])
     return rows
@@ -101,16 +113,35 @@ def write_table(args, rows):
                   *(a for a in sys.argv[1:] if a != "--no-train")]).strip(),
         "```",
         "",
-        "| d | plain | ResNet | GResNet | gated plain | mean k (GResNet) | GR plain | GR ResNet | GR GResNet | GR mean k |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| d | plain | ResNet | GResNet | gated plain | mean g(k) (GResNet) | mean k (GResNet) | GR plain | GR ResNet | GR GResNet | GR mean k |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for depth in args.depths:
         ours = [summary(pick(kind, depth, "test_error")) for kind in (*KINDS, "gated_plain")]
+        mean_g = summary(pick("gresnet", depth, "mean_g"))
         mean_k = summary(pick("gresnet", depth, "mean_k"))
         gr = [GR_MNIST_ERROR[depth][kind] for kind in KINDS] if depth in GR_MNIST_ERROR \
             else ("-",) * 3
-        lines.append(f"| {depth} | {' | '.join(ours)} | {mean_k} | "
+        lines.append(f"| {depth} | {' | '.join(ours)} | {mean_g} | {mean_k} | "
                      f"{' | '.join(map(str, gr))} | {GR_MNIST_MEAN_K.get(depth, '-')} |")
+    lines += ["", "ResNet - GResNet test error, points (mean of seeds; 95% Welch interval "
+              "where both have 2 or more seeds):", ""]
+    for depth in args.depths:
+        interval = welch_interval(pick("resnet", depth, "test_error"),
+                                  pick("gresnet", depth, "test_error"))
+        gr_gap = (f"{GR_MNIST_ERROR[depth]['resnet'] - GR_MNIST_ERROR[depth]['gresnet']:+.2f}"
+                  if depth in GR_MNIST_ERROR else "-")
+        if interval:
+            gap, low, high = interval
+            lines.append(f"- d = {depth}: {gap:+.2f}, 95% interval [{low:+.2f}, {high:+.2f}] "
+                         f"(n = {len(pick('resnet', depth, 'test_error'))} and "
+                         f"{len(pick('gresnet', depth, 'test_error'))}); GR {gr_gap}")
+        else:
+            resnet, gresnet = pick("resnet", depth, "test_error"), pick("gresnet", depth,
+                                                                          "test_error")
+            if resnet and gresnet:
+                lines.append(f"- d = {depth}: {resnet[0] - gresnet[0]:+.2f} (one seed, no "
+                             f"interval); GR {gr_gap}")
     files.write_text(Path(args.out) / "table.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
 
@@ -137,12 +168,15 @@ def write_plots(args, rows):
         plots.plot_training_curves_grid(runs, out / "training_curves.png")
     deepest = max(d for _, d in finished) if finished else max(args.depths)
     if ("gresnet", deepest) in finished:
-        last = training.read_gates(run_folder(out, "gresnet", deepest, 0))
-        final_epoch = max(g["epoch"] for g in last)
-        final = [g for g in last if g["epoch"] == final_epoch]
-        plots.plot_k_per_block([g["block"].replace("_gate", "") for g in final],
-                               [g["k"] for g in final], out / f"k_per_block_d{deepest}.png",
-                               title=f"GResNet d={deepest} on {args.dataset}: final k per block")
+        seeds = sorted(r["seed"] for r in gated if r["depth"] == deepest)
+        series = {f"seed {seed}": final_ks(run_folder(out, "gresnet", deepest, seed))
+                  for seed in seeds}
+        blocks = [f"block{i + 1}" for i in range(len(series["seed 0"]))]
+        plots.plot_k_per_block(
+            blocks, series if len(series) > 1 else series["seed 0"],
+            out / f"k_per_block_d{deepest}.png",
+            title=f"GResNet d={deepest} on {args.dataset}: final k per block, "
+                  f"{len(series)} seed{'s' if len(series) > 1 else ''}")
 
 
 def _depths(text):

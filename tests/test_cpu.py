@@ -32,3 +32,23 @@ def test_model_name_and_bf16_units_from_cpuinfo(tmp_path):
 def test_unreadable_cpuinfo_says_unknown_not_false(tmp_path):
     info = cpu_info(str(tmp_path / "missing"))
     assert info["bf16"] is None and info["model"]
+
+
+def test_precision_note_says_when_a_mixed_policy_is_slower_here():
+    """mixed_bfloat16 without bfloat16 units, or mixed_float16 on any CPU:
+    one line naming the CPU; nothing for float32 or a CPU with the units."""
+    from keras_gresnet import training
+
+    if training.config.has_accelerator():
+        assert training.precision_note("mixed_bfloat16") is None
+        return
+    avx2 = dict(model="Intel Xeon E5-2686 v4", machine="x86_64", cores=2, bf16=False)
+    amx = dict(avx2, model="Intel Xeon 8488C", bf16=True)
+    note = training.precision_note("mixed_bfloat16", avx2)
+    assert note.startswith("note: mixed_bfloat16 on this CPU (Intel Xeon E5-2686 v4)")
+    assert "\n" not in note and "bfloat16 units" in note
+    assert training.precision_note("mixed_bfloat16", amx) is None
+    assert training.precision_note("float32", avx2) is None
+    assert "float16 arithmetic" in training.precision_note("mixed_float16", amx)
+    unknown = dict(avx2, bf16=None)  # flags unreadable: say nothing
+    assert training.precision_note("mixed_bfloat16", unknown) is None

@@ -156,6 +156,17 @@ def test_plot_k_per_block_with_highlight(tmp_path):
     assert_png(path)
 
 
+def test_plot_k_per_block_of_several_seeds(tmp_path):
+    blocks = [f"block{i}" for i in range(1, 11)]
+    series = {f"seed {s}": list(np.linspace(1 - s / 4, -0.5, 10)) for s in range(3)}
+    assert_png(plots.plot_k_per_block(blocks, series, str(tmp_path / "seeds.png"),
+                                      title="k per block over seeds"))
+    with pytest.raises(ValueError, match=r"ks\['seed 0'\]"):
+        plots.plot_k_per_block(blocks, {"seed 0": [1.0, 2.0]}, str(tmp_path / "bad.png"))
+    with pytest.raises(ValueError, match="labels"):
+        plots.plot_k_per_block(blocks, {}, str(tmp_path / "empty.png"))
+
+
 def test_plot_mean_k_vs_depth_with_reference_and_labels(tmp_path):
     depths = [2, 10, 20, 50, 100]
     path = plots.plot_mean_k_vs_depth(

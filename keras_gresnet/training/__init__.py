@@ -21,7 +21,7 @@ Modules: :mod:`~keras_gresnet.training.recipes` (the papers' recipes),
 
 from keras_gresnet.training.config import (
     DEFAULT_DATASETS, DEFAULT_RECIPES, DTYPE_POLICIES, build_model, default_dataset,
-    default_recipe, dtype_policy_scope, inference_copy, resolve_config,
+    default_recipe, dtype_policy_scope, inference_copy, precision_note, resolve_config,
 )
 from keras_gresnet.training.evaluation import evaluate, test_data
 from keras_gresnet.training.recipes import RECIPES, Recipe, get_recipe
@@ -42,7 +42,7 @@ __all__ = [
     "STRATEGIES", "TENSORBOARD", "TrainingDiverged", "WorkerLost", "build_model",
     "check_tensorboard", "default_dataset", "default_recipe", "dtype_policy_scope",
     "evaluate", "gate_rows", "get_recipe", "inference_copy", "load_run", "local_workers",
-    "make_strategy", "parse_workers", "read_gates", "read_history", "read_results",
+    "make_strategy", "parse_workers", "precision_note", "read_gates", "read_history", "read_results",
     "resolve_cluster", "resolve_config", "run_folder", "test_data", "train",
     "write_results",
 ]

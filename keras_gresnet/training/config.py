@@ -16,6 +16,7 @@ import sys
 import keras
 
 from keras_gresnet import data, zoo
+from keras_gresnet._cpu import cpu_info
 from keras_gresnet._checks import check_choice, check_int, check_rate
 from keras_gresnet.training import recipes
 from keras_gresnet.training.strategies import resolve_strategy, sync_batchnorm
@@ -38,6 +39,40 @@ MNIST_SHAPE = (28, 28, 1)
 # Keras' dtype policies a run trains under: the papers' float32, or Keras'
 # mixed precision (float16 or bfloat16 compute, float32 variables).
 DTYPE_POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
+
+
+def has_accelerator():
+    """Whether the Keras backend computes on a GPU or TPU here (not the CPU)."""
+    backend = keras.backend.backend()
+    if backend == "torch":
+        import torch
+
+        return torch.cuda.is_available()
+    if backend == "jax":
+        import jax
+
+        return jax.default_backend() != "cpu"
+    import tensorflow as tf
+
+    return bool(tf.config.list_physical_devices("GPU") or tf.config.list_physical_devices("TPU"))
+
+
+def precision_note(dtype_policy, cpu=None):
+    """One line for a ``dtype_policy`` that is slower than float32 where it
+    would run, else ``None``: ``mixed_bfloat16`` on a CPU without bfloat16
+    units (AVX512-BF16 or AMX-BF16: each bfloat16 op becomes casts around a
+    float32 one) and no accelerator; ``mixed_float16`` on any CPU (no
+    float16 arithmetic). ``cpu``: :func:`keras_gresnet._cpu.cpu_info`'s
+    answer (default: this machine's)."""
+    if dtype_policy == "float32" or has_accelerator():
+        return None
+    cpu = cpu or cpu_info()
+    if dtype_policy == "mixed_bfloat16" and cpu["bf16"] is not False:
+        return None
+    units = "bfloat16 units (AVX512-BF16 or AMX-BF16)" if dtype_policy == "mixed_bfloat16" \
+        else "float16 arithmetic"
+    return (f"note: {dtype_policy} on this CPU ({cpu['model']}), which has no {units}, "
+            f"trains slower than float32 (docs/benchmarks.md); leave out --mixed-precision")
 
 
 def _first_match(name, table):

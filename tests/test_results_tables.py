@@ -1,0 +1,88 @@
+"""The MNIST write-up says what its run folders hold: the README's and
+docs/analysis.md's tables and gap intervals are what
+``scripts/reproduce_gr_mnist.py --no-train`` computes from the committed run
+folders today; and the command the model cards give for a published net
+(``keras-gresnet train ...``) trains the same run as the reproduction script
+that recorded it."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import read_csv
+
+ROOT = Path(__file__).resolve().parents[1]
+MNIST = ROOT / "zoo" / "results" / "mnist"
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+
+
+def _rows(text):
+    """The table rows and the gap bullets of a text."""
+    lines = text.splitlines()
+    return ([line for line in lines if line.startswith("| d | plain") or
+             line.startswith("|---|---|---|---|---|---|---|---|---|---|---|") or
+             (line.startswith("| ") and line.split("|")[1].strip() in {"2", "10", "20", "50",
+                                                                      "100"}
+              and "GR" not in line.split("|")[1])],
+            [line for line in lines if line.startswith("- d = ")])
+
+
+@pytest.mark.integration
+def test_readme_and_analysis_tables_are_what_the_run_folders_give(tmp_path):
+    out = tmp_path / "mnist"
+    shutil.copytree(MNIST / "runs", out / "runs",
+                    ignore=shutil.ignore_patterns("model.keras", "backup", "*.png"))
+    proc = subprocess.run([sys.executable, "scripts/reproduce_gr_mnist.py", "--no-train",
+                           "--out", str(out)], cwd=ROOT, env=ENV, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    table, gaps = _rows((out / "table.md").read_text())
+    assert len(table) == 7 and len(gaps) == 5
+    for document in (MNIST / "table.md", ROOT / "README.md", ROOT / "docs" / "analysis.md"):
+        got_table, got_gaps = _rows(document.read_text())
+        rows = [row for row in got_table if "mean g(k)" in got_table[0]]
+        assert rows[:7] == table, document
+        assert got_gaps[:5] == gaps, document
+
+
+@pytest.mark.integration
+def test_the_cards_command_trains_the_run_the_script_recorded(tmp_path):
+    """The registry's command for a published MNIST net is ``keras-gresnet
+    train ...``; its config.json records ``scripts/reproduce_gr_mnist.py``.
+    Both call ``training.train`` with one config: the same run to the bit
+    (tiny here: depth 2, one epoch on 256 Fashion-MNIST images)."""
+    script = subprocess.run(
+        [sys.executable, "scripts/reproduce_gr_mnist.py", "--dataset", "fashion_mnist",
+         "--depths", "2", "--kinds", "gresnet", "--epochs", "1", "--seeds", "1",
+         "--gated-plain-depths", "", "--seed-depths", "", "--max-train-examples", "256",
+         "--out", str(tmp_path / "script")],
+        cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+    assert script.returncode == 0, script.stderr[-2000:]
+    cli = subprocess.run(
+        [sys.executable, "-m", "keras_gresnet.cli", "train", "gresnet_mlp", "--depth", "2",
+         "--dataset", "fashion_mnist", "--epochs", "1", "--seed", "0",
+         "--max-train-examples", "256", "--out", str(tmp_path / "cli")],
+        cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+    assert cli.returncode == 0, cli.stderr[-2000:]
+    a, b = tmp_path / "script" / "runs" / "gresnet_mlp2-seed0", tmp_path / "cli"
+    config_a, config_b = (json.loads((f / "config.json").read_text()) for f in (a, b))
+    assert "reproduce_gr_mnist.py" in " ".join(config_a["command"])
+    for config in (config_a, config_b):
+        del config["command"], config["versions"]
+    assert config_a == config_b
+    history_a, history_b = (read_csv(f / "history.csv") for f in (a, b))
+    timing = {column for column in history_a[0] if "time" in column or "second" in column}
+    assert timing  # the one column that may differ: wall clock
+    assert ([{k: v for k, v in row.items() if k not in timing} for row in history_a]
+            == [{k: v for k, v in row.items() if k not in timing} for row in history_b])
+    assert (a / "gates.csv").read_text() == (b / "gates.csv").read_text()
+    import keras_gresnet
+
+    model_a, model_b = (keras_gresnet.load_model(f / "model.keras") for f in (a, b))
+    for wa, wb in zip(model_a.get_weights(), model_b.get_weights()):
+        np.testing.assert_array_equal(wa, wb)
