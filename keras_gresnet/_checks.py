@@ -53,9 +53,10 @@ def check_rate(value, argument):
 
 
 def check_positive(value, argument):
-    """``value`` must be a number (not a bool) ``> 0``; returns a float."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
-        raise ValueError(f"{argument} must be a number > 0, got {value!r}")
+    """``value`` must be a finite number (not a bool) ``> 0``; returns a float."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0 \
+            or not math.isfinite(value):
+        raise ValueError(f"{argument} must be a finite number > 0, got {value!r}")
     return float(value)
 
 

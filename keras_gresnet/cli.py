@@ -100,7 +100,10 @@ def _literal(text, option="value"):
     try:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return text
+        try:  # JSON's spelling of the same values: {"nesterov": true}
+            value = json.loads(text) if text.lstrip()[:1] in ("{", "[") else text
+        except (ValueError, RecursionError):
+            return text
     if not _finite(value):
         raise ValueError(f"--{option} {text}: not a finite number")
     return value
@@ -526,7 +529,8 @@ _NEEDS_KERAS = ("train", "evaluate", "gates", "prune", "export")
 # Errors of the environment, not of the program: one line, exit 2.
 _ENVIRONMENT_ERRNOS = frozenset(
     getattr(errno, name) for name in
-    ("ENOSPC", "EACCES", "EROFS", "EPERM", "ENOTDIR", "EISDIR", "EEXIST", "ENOENT", "EDQUOT")
+    ("ENOSPC", "EACCES", "EROFS", "EPERM", "ENOTDIR", "EISDIR", "EEXIST", "ENOENT", "EDQUOT",
+     "ENAMETOOLONG")
     if hasattr(errno, name)
 )
 
@@ -556,12 +560,21 @@ def main(argv=None):
         _import_tensorflow_quietly()
     try:
         args.func(args, extra)
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        # Every file a run wrote is complete (atomic writes): say how to go on.
+        again = " (the same command resumes the run)" if args.command == "train" else ""
+        print(f"\nkeras-gresnet {args.command}: interrupted{again}", file=sys.stderr)
+        return 130
     except FileNotFoundError as error:
         # data.DatasetNotFoundError: what was looked for, and how to get it.
-        if debug or type(error).__name__ != "DatasetNotFoundError":
+        if not debug and type(error).__name__ == "DatasetNotFoundError":
+            print(f"keras-gresnet {args.command}: error: {error}", file=sys.stderr)
+            return 2
+        if debug or error.errno not in _ENVIRONMENT_ERRNOS:
             raise
-        print(f"keras-gresnet {args.command}: error: {error}", file=sys.stderr)
-        return 2
+        return _environment_error(args.command, error)
     except ValueError as error:  # bad input: one clear line, no traceback
         if debug or not _raised_here(error):
             raise
@@ -572,10 +585,7 @@ def main(argv=None):
         # A full disk, a read-only or missing folder: the environment, named.
         if debug or error.errno not in _ENVIRONMENT_ERRNOS:
             raise
-        where = f" {error.filename}" if error.filename else ""
-        print(f"keras-gresnet {args.command}: error: cannot use{where}: {error.strerror}",
-              file=sys.stderr)
-        return 2
+        return _environment_error(args.command, error)
     except RuntimeError as error:
         # Exit 3: the loss diverged; 4: a worker was lost (rerun to resume).
         codes = {"TrainingDiverged": 3, "WorkerLost": 4}
@@ -591,6 +601,15 @@ def main(argv=None):
             os._exit(codes["WorkerLost"])
         return codes[type(error).__name__]
     return 0
+
+
+def _environment_error(command, error):
+    """A full disk, a read-only or missing folder, a name too long: the
+    environment, named in one line; exit 2."""
+    where = f" {error.filename}" if error.filename else ""
+    print(f"keras-gresnet {command}: error: cannot use{where}: {error.strerror}",
+          file=sys.stderr)
+    return 2
 
 
 def _joined_jax_cluster():

@@ -79,7 +79,8 @@ def remove_stale_temporaries(folder, owned=lambda name: True):
         return removed
     for path in folder.iterdir():
         match = _TEMPORARY.match(path.name)
-        if match and path.is_file() and owned(temporary_target(path.name)) \
+        if match and path.is_file() and not path.is_symlink() \
+                and owned(temporary_target(path.name)) \
                 and not pid_alive(int(match["pid"])):
             path.unlink(missing_ok=True)
             removed.append(path)

@@ -238,6 +238,31 @@ def test_corrupt_idx_file(tmp_path, content, message):
     assert "Corrupt IDX file" in str(error.value) and str(path) in str(error.value)
 
 
+def test_an_idx_gzip_bomb_is_refused_by_its_header_before_decompressing(tmp_path, monkeypatch):
+    """A header declaring more than an MNIST-family file holds is refused
+    before the body is decompressed; a valid header followed by gigabytes of
+    padding is read only one byte past its declared size."""
+    path = tmp_path / "train-images-idx3-ubyte.gz"
+    huge = bytes([0, 0, 8, 3]) + struct.pack(">3I", 7_000_000, 28, 28)
+    path.write_bytes(gzip.compress(huge + bytes(1 << 20)))
+    with pytest.raises(ValueError, match=r"declares shape \(7000000, 28, 28\).*refused"):
+        data.read_idx(path)
+    read = []
+    original = gzip.GzipFile.read
+
+    def counted(self, size=-1):
+        chunk = original(self, size)
+        read.append(len(chunk))
+        return chunk
+
+    monkeypatch.setattr(gzip.GzipFile, "read", counted)
+    labels = bytes([0, 0, 8, 1]) + struct.pack(">I", 10) + bytes(10)
+    path.write_bytes(gzip.compress(labels + bytes(64 << 20)))  # 64 MB of padding, 64 KB file
+    with pytest.raises(ValueError, match="over 19 bytes, expected 18"):
+        data.read_idx(path)
+    assert sum(read) <= 19
+
+
 def test_corrupt_file_in_data_dir_is_reported(mnist_dir):
     folder = mnist_dir[0]
     (folder / "train-labels-idx1-ubyte.gz").write_bytes(b"\x1f\x8bnot really gzip")

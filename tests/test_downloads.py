@@ -153,6 +153,30 @@ class _RawServer:
                     self.sent.set()
                 except OSError:
                     pass
+            elif self.mode in ("endless", "trickle"):
+                threading.Thread(target=self._send_forever, args=(conn,), daemon=True).start()
+
+    def _send_forever(self, conn):
+        """``endless``: no Content-Length, 64 KiB blocks until the client
+        hangs up; ``trickle``: a 100,000-byte file, one byte every 0.2 s."""
+        try:
+            conn.settimeout(5)
+            conn.recv(65536)
+            if self.mode == "endless":
+                conn.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n")
+            else:
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+            self.sent.set()
+            for _ in range(100_000):
+                if self.stop.is_set():
+                    return
+                if self.mode == "endless":
+                    conn.sendall(b"x" * 65536)
+                else:
+                    conn.sendall(b"x")
+                    time.sleep(0.2)
+        except OSError:
+            pass
 
     def close(self):
         self.stop.set()
@@ -254,6 +278,27 @@ def test_a_server_that_stops_answering_fails_fast(registry, raw_server, monkeypa
     assert len(message.splitlines()) == 1
     if mode == "stall":
         assert stuck.sent.is_set()
+    assert _parts(registry.cache) == [] and not (registry.cache / FILE).exists()
+
+
+@pytest.mark.parametrize("mode,words", [
+    ("endless", "sent more than the 100,000 bytes"),
+    ("trickle", "slower than 32 KiB/s"),
+])
+def test_an_endless_or_trickling_download_stops_at_the_entrys_size_and_deadline(
+        registry, raw_server, monkeypatch, mode, words):
+    """A server streaming without end stops at the entry's recorded size; a
+    trickle (one byte every 0.2 s: no read ever times out) stops at the
+    whole-file deadline (timeout + size at 32 KiB/s: 1 + 3 s here)."""
+    registry.publish()  # 100,000 bytes
+    bad = raw_server(mode)
+    monkeypatch.setenv(weights.URL_ENV, bad.url)
+    monkeypatch.setenv(TIMEOUT_ENV, "1")
+    _, error, wall = _within(30, lambda: weights.weights_path(NAME))
+    assert isinstance(error, weights.WeightsError), repr(error)
+    message = str(error)
+    assert words in message and bad.url + FILE in message and len(message.splitlines()) == 1
+    assert wall < 15
     assert _parts(registry.cache) == [] and not (registry.cache / FILE).exists()
 
 

@@ -146,6 +146,67 @@ def test_bad_numbers_are_refused_before_the_first_write(tmp_path, capsys):
     assert train(out) == 0  # the corrected command runs
 
 
+@pytest.mark.integration
+@pytest.mark.parametrize("extra,words", [
+    (("--optimizer-kwargs", '{"beta_1": "abc"}'), ("beta_1", "a number >= 0 and < 1")),
+    (("--optimizer-kwargs", '{"beta_1": 5}'), ("beta_1", "< 1")),
+    (("--optimizer-kwargs", "[1,2]"), ("optimizer_kwargs", "a mapping")),
+    (("--optimizer-kwargs", "5"), ("optimizer_kwargs", "a mapping")),
+    (("--optimizer-kwargs", '{"name": 5}'), ("'name'", "a non-empty string")),
+    (("--recipe", "preact_cifar", "--optimizer-kwargs", '{"momentum": "abc"}'),
+     ("momentum",)),
+    (("--recipe", "preact_cifar", "--optimizer-kwargs", '{"momentum": 0.9, "nesterov": 3}'),
+     ("nesterov", "true or false")),
+    (("--lr-milestone-unit", "epoch", "--lr-milestones", "(1e300,)"), ("lr_milestones",)),
+    (("--lr-milestones", "abc"), ("lr_milestones", "a sequence")),
+])
+def test_bad_recipe_values_write_nothing_and_the_corrected_command_runs(tmp_path, capsys,
+                                                                       extra, words):
+    out = tmp_path / "run"
+    assert train(out, *extra) == 2
+    one_error_line(capsys, *words)
+    assert not out.exists()
+
+
+@pytest.mark.integration
+def test_json_spellings_and_a_bare_milestone_are_understood(tmp_path):
+    assert cli._literal('{"nesterov": true, "momentum": 0.9}') == {"nesterov": True,
+                                                                  "momentum": 0.9}
+    with pytest.raises(ValueError, match="finite"):
+        cli._literal('{"momentum": NaN}')
+    recipe = training.get_recipe("preact_cifar", lr_milestones=0.5)
+    assert recipe.lr_milestones == (0.5,)
+    out = tmp_path / "run"
+    assert train(out, "--recipe", "preact_cifar", "--optimizer-kwargs",
+                 '{"momentum": 0.9, "nesterov": true}', "--lr-milestones", "0.5") == 0
+    recorded = json.loads((out / "config.json").read_text())["recipe"]
+    assert recorded["optimizer_kwargs"] == {"momentum": 0.9, "nesterov": True}
+    assert recorded["lr_milestones"] == [0.5]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("sub", ["backup", "tensorboard", "tensorboard/train"])
+def test_nothing_is_written_or_deleted_through_a_linked_subfolder(finished, tmp_path, capsys,
+                                                                  sub):
+    out = tmp_path / "run"
+    out.mkdir()
+    for name in ("config.json", "history.csv", "gates.csv", "results.json"):
+        (out / name).write_bytes((finished / name).read_bytes())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "epoch-00007.weights.h5").write_bytes(b"theirs")
+    (elsewhere / ".epoch-00003.tmp1.weights.h5").write_bytes(b"theirs too")
+    (elsewhere / "events.out.tfevents.1.host").write_bytes(b"their logs")
+    link = out / sub
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(elsewhere, target_is_directory=True)
+    before = tree(elsewhere)
+    for extra in (("--overwrite",), ()):
+        assert train(out, *extra) == 2
+        one_error_line(capsys, "symbolic link", sub.split("/")[-1])
+    assert tree(elsewhere) == before
+
+
 def test_sizes_that_cannot_be_built_are_refused(tmp_path, capsys):
     out = tmp_path / "run"
     assert train(out, model=("gresnet_mlp", "--depth", "100000000")) == 2
@@ -246,6 +307,64 @@ def test_prune_never_writes_over_a_users_file(finished, tmp_path, capsys):
     assert cli.main(["prune", str(finished), "--count", "1", "--out", str(mine)]) == 2
     one_error_line(capsys, "thesis.keras", "exists")
     assert mine.read_bytes() == b"my model"
+
+
+def test_prune_into_a_missing_folder_or_a_too_long_name_is_one_line(finished, tmp_path, capsys):
+    assert cli.main(["prune", str(finished), "--count", "1",
+                     "--out", str(tmp_path / "nodir" / "x.keras")]) == 2
+    one_error_line(capsys, "nodir")
+    assert not (tmp_path / "nodir").exists()
+    assert train(tmp_path / ("r" * 300)) == 2
+    one_error_line(capsys, "File name too long")
+
+
+def test_empty_names_are_refused_not_taken_for_the_default(tmp_path, capsys):
+    for extra, word in ((("--dataset", ""), "dataset"), (("--recipe", ""), "recipe")):
+        assert train(tmp_path / "run", *extra) == 2
+        one_error_line(capsys, word, "''")
+        assert not (tmp_path / "run").exists()
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        assert cli.main(["train", "gresnet_mlp", "--depth", "2", *TINY, "--out", ""]) == 2
+        one_error_line(capsys, "out=''")
+        assert list(tmp_path.iterdir()) == []  # no runs/ default folder either
+    finally:
+        os.chdir(cwd)
+
+
+def test_non_finite_learning_rates_are_refused():
+    from keras_gresnet import finetune
+
+    for bad in (float("inf"), float("nan"), -1.0, 0.0):
+        with pytest.raises(ValueError, match="head_lr must be a finite number > 0"):
+            finetune.finetune("gresnet_mlp2_fashion_mnist", (np.zeros((4, 28, 28, 1)),
+                                                            np.zeros(4, int)),
+                              classes=10, head_lr=bad)
+
+
+@pytest.mark.integration
+def test_ctrl_c_is_one_line_saying_how_to_resume(tmp_path):
+    import signal
+    import time
+
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "keras_gresnet.cli", "train", "gresnet_mlp", "--depth",
+               "2", "--dataset", "fashion_mnist", "--max-train-examples", "2048",
+               "--max-test-examples", "200", "--epochs", "50", "--out", str(out)]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    deadline = time.monotonic() + 300
+    while not list((out / "backup").glob("epoch-*.weights.h5")):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        "keras-gresnet train: interrupted (the same command resumes the run)")
 
 
 def test_a_preset_cannot_name_other_weights(tmp_path):

@@ -34,28 +34,44 @@ IDX_DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0
 # MNIST's IDX files.
 
 
-def read_idx(path, *, magic=None):
+# The largest IDX file read: MNIST's and Fashion-MNIST's training images are
+# 47,040,016 bytes; a header that declares more (a 14 MB gzip can expand to
+# gigabytes) is refused before anything is decompressed past it.
+IDX_MAX_BYTES = 2 ** 27
+
+
+def read_idx(path, *, magic=None, max_bytes=IDX_MAX_BYTES):
     """Read an IDX file (the MNIST format), gzip-compressed or not.
+
+    The header is read first; a declared size over ``max_bytes`` is refused,
+    and no more than the declared size (plus one byte, to see padding) is
+    ever decompressed.
 
     Args:
         path: the file.
         magic: the expected magic number (``0x803``: uint8 images ``N x H x W``;
             ``0x801``: uint8 labels ``N``), or ``None`` to accept any valid one.
+        max_bytes: the largest file (decompressed) accepted.
 
     Returns:
         A numpy array of the file's type and shape, native byte order.
 
     Raises:
         ValueError: the file is corrupt (bad gzip stream, bad magic number,
-            wrong size) or its magic number is not ``magic``.
+            wrong size), too large, or its magic number is not ``magic``.
     """
-    with open(path, "rb") as f:
-        raw = f.read()
-    if raw[:2] == b"\x1f\x8b":  # the gzip magic: decompress in memory
+    with open(path, "rb") as raw_file:
+        compressed = raw_file.read(2) == b"\x1f\x8b"  # the gzip magic
+        raw_file.seek(0)
+        stream = gzip.GzipFile(fileobj=raw_file) if compressed else raw_file
         try:
-            raw = gzip.decompress(raw)
+            return _read_idx_stream(stream, path, magic, max_bytes)
         except (OSError, EOFError, zlib.error) as err:
             raise ValueError(f"Corrupt IDX file {path}: bad gzip data ({err})") from err
+
+
+def _read_idx_stream(stream, path, magic, max_bytes):
+    raw = stream.read(4)
     if len(raw) < 4 or raw[0] or raw[1] or raw[2] not in IDX_DTYPES:
         raise ValueError(
             f"Corrupt IDX file {path}: bad magic number 0x{raw[:4].hex()} (an IDX "
@@ -68,18 +84,25 @@ def read_idx(path, *, magic=None):
             f"Unexpected IDX file {path}: magic number 0x{found_magic:08x}, "
             f"expected 0x{magic:08x}"
         )
-    header = 4 + 4 * ndim
-    if len(raw) < header:
+    dims = stream.read(4 * ndim)
+    if len(dims) < 4 * ndim:
         raise ValueError(f"Corrupt IDX file {path}: truncated header")
-    shape = struct.unpack(f">{ndim}I", raw[4:header])
+    shape = struct.unpack(f">{ndim}I", dims)
     dtype = np.dtype(IDX_DTYPES[raw[2]])
+    header = 4 + 4 * ndim
     expected = header + math.prod(shape) * dtype.itemsize
-    if len(raw) != expected:
+    if expected > max_bytes:
         raise ValueError(
-            f"Corrupt IDX file {path}: {len(raw)} bytes, expected {expected} for "
-            f"shape {shape} (truncated or padded)"
+            f"IDX file {path} declares shape {shape} ({expected:,} bytes), more than the "
+            f"{max_bytes:,} an MNIST-family file can hold: refused before decompressing it")
+    body = stream.read(expected - header + 1)
+    if len(body) != expected - header:
+        size = header + len(body)
+        raise ValueError(
+            f"Corrupt IDX file {path}: {'over ' if size > expected else ''}{size} bytes, "
+            f"expected {expected} for shape {shape} (truncated or padded)"
         )
-    array = np.frombuffer(raw, dtype, offset=header).reshape(shape)
+    array = np.frombuffer(body, dtype).reshape(shape)
     return array.astype(dtype.newbyteorder("="))
 
 

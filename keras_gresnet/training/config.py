@@ -177,9 +177,10 @@ def resolve_config(
     stays float32).
     """
     builder = zoo.model_builder(model)
-    dataset = dataset or default_dataset(model)
+    dataset = default_dataset(model) if dataset is None else dataset
     check_choice(dataset, "dataset", (*data.DATASETS, data.IMAGENET))
-    recipe = recipes.get_recipe(recipe or default_recipe(model, dataset), **overrides)
+    recipe = recipes.get_recipe(default_recipe(model, dataset) if recipe is None else recipe,
+                                **overrides)
     check_int(seed, "seed", 0, 2**31 - 1)
     strategy = _check_strategy(strategy, cluster)
     check_rate(validation_split, "validation_split")

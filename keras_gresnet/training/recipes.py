@@ -31,6 +31,7 @@ a field out where the recipe and the registry's recipe of its name both hold
 the legacy value (``gr_mnist``'s config is what its recorded runs hold).
 """
 
+import collections.abc
 import dataclasses
 import inspect
 import math
@@ -64,6 +65,40 @@ def _optimizer_classes():
         },
         **OPTIMIZERS,
     }
+
+
+# Optimizer arguments and what they accept (beyond their default's type):
+# averaging factors in [0, 1), a positive epsilon, counts.
+_UNIT_INTERVAL = ("beta_1", "beta_2", "momentum", "ema_momentum", "rho")
+_POSITIVE = ("epsilon", "schedule_decay", "loss_scale_factor", "clipnorm", "clipvalue",
+             "global_clipnorm")
+_COUNTS = ("gradient_accumulation_steps", "ema_overwrite_frequency")
+
+
+def _check_optimizer_kwargs(cls, kwargs):
+    """Each of ``kwargs`` a value ``cls`` can train with, checked before
+    anything is written (a bad one used to fail inside the first step)."""
+    defaults = {k: p.default for k, p in inspect.signature(cls).parameters.items()}
+    for key, value in kwargs.items():
+        argument = f"{_field('optimizer_kwargs')}[{key!r}]"
+        default = defaults.get(key)
+        if value is None and default is None:
+            continue
+        if isinstance(default, bool):
+            if not isinstance(value, bool):
+                fail(argument, value, "true or false")
+        elif key == "name":
+            if not isinstance(value, str) or not value:
+                fail(argument, value, "a non-empty string")
+        elif key in _UNIT_INTERVAL:
+            if not is_real(value) or not 0 <= value < 1:
+                fail(argument, value, "a number >= 0 and < 1")
+        elif key in _POSITIVE:
+            check_number(value, argument, 0)
+        elif key in _COUNTS:
+            check_count(value, argument, 1)
+        elif is_real(default) or key == "weight_decay":
+            check_number(value, argument)
 
 
 def _field(name):
@@ -131,10 +166,20 @@ class Recipe:
 
     def __post_init__(self):
         # Normalise (lists from a JSON config; read-only kwargs), then check.
+        if not isinstance(self.optimizer_kwargs, collections.abc.Mapping) or not all(
+                isinstance(key, str) for key in self.optimizer_kwargs):
+            fail(_field("optimizer_kwargs"), self.optimizer_kwargs,
+                 "a mapping of optimizer argument names to values, e.g. {\"momentum\": 0.9}")
         object.__setattr__(
             self, "optimizer_kwargs", types.MappingProxyType(dict(self.optimizer_kwargs))
         )
-        object.__setattr__(self, "lr_milestones", tuple(self.lr_milestones))
+        milestones = self.lr_milestones
+        if is_real(milestones):  # one milestone, written as a bare number
+            milestones = (milestones,)
+        if isinstance(milestones, (str, bytes)) or not isinstance(
+                milestones, collections.abc.Iterable):
+            fail(_field("lr_milestones"), milestones, "a sequence of numbers, e.g. (0.5, 0.75)")
+        object.__setattr__(self, "lr_milestones", tuple(milestones))
         classes = _optimizer_classes()
         cls = classes.get(str(self.optimizer_name).lower())
         if cls is None:
@@ -143,6 +188,7 @@ class Recipe:
         unknown = sorted(set(self.optimizer_kwargs) - accepted)
         if unknown:
             fail(_field("optimizer_kwargs"), unknown, f"arguments of {cls.__name__}: {sorted(accepted)}")
+        _check_optimizer_kwargs(cls, self.optimizer_kwargs)
         check_listed(self.lr_milestone_unit, _field("lr_milestone_unit"), MILESTONE_UNITS)
         check_listed(self.preprocessing, _field("preprocessing"), PREPROCESSINGS)
         check_listed(self.decay, _field("decay"), DECAYS)
@@ -164,7 +210,7 @@ class Recipe:
         milestones = self.lr_milestones
         fraction = self.lr_milestone_unit == "fraction"
         for m in milestones:
-            check_number(m, _field("lr_milestones"), 0, 1 if fraction else None)
+            check_number(m, _field("lr_milestones"), 0, 1 if fraction else MAX_COUNT)
         if any(b <= a for a, b in zip(milestones, milestones[1:])):
             fail(_field("lr_milestones"), milestones, "increasing values")
 

@@ -92,6 +92,9 @@ def train(model, *, out=None, overwrite=False, verbose="auto", workers=None,
         raise ValueError(f"tensorboard must be True or False, got {tensorboard!r}")
     if tensorboard:
         check_tensorboard()
+    if out is not None and not str(out).strip():
+        raise ValueError(f"out={str(out)!r}: give a folder for the run, or leave it out for "
+                         f"runs/MODEL-DATASET-seedSEED")
     cluster = resolve_cluster(workers, worker_index)
     config = resolve_config(model, cluster=cluster, **kwargs)
     with dtype_policy_scope(config["dtype_policy"]):

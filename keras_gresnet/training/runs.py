@@ -367,6 +367,7 @@ def check_folder(out, config, overwrite):
     entries = sorted(out.iterdir())
     if not entries:
         return False
+    _refuse_links(out)
     previous = out / CONFIG
     if not previous.is_file():
         names = ", ".join(p.name for p in entries[:5]) + ("..." if len(entries) > 5 else "")
@@ -398,11 +399,26 @@ def check_folder(out, config, overwrite):
     return True
 
 
+def _refuse_links(out):
+    """A run folder's ``backup`` and ``tensorboard`` folders (and the event
+    folders in it) are the run's own: one that is a symbolic link points at
+    something this program did not make, which it must neither write into
+    nor delete from."""
+    linked = [p for p in (out / BACKUP, out / TENSORBOARD) if p.is_symlink()]
+    if (out / TENSORBOARD).is_dir() and not (out / TENSORBOARD).is_symlink():
+        linked += [p for p in (out / TENSORBOARD).iterdir() if p.is_symlink()]
+    if linked:
+        raise ValueError(
+            f"out={str(out)!r}: {linked[0]} is a symbolic link (to {os.readlink(linked[0])}); "
+            f"a run keeps its own {linked[0].name} folder and never writes or deletes "
+            f"through a link: remove the link or pick another out")
+
+
 def _remove_run_files(out):
     """Delete a run's own files in ``out`` (checked by :func:`check_folder`)
     and nothing else; the backup folder goes only once empty."""
     for path in out.iterdir() if out.is_dir() else ():
-        if path.is_file() and _is_run_file(path):
+        if path.is_file() and not path.is_symlink() and _is_run_file(path):
             path.unlink(missing_ok=True)
     _remove_backup(out)
     _remove_tensorboard(out)
@@ -412,10 +428,10 @@ def _remove_tensorboard(out):
     """Delete the run's event files in ``out/tensorboard`` (the logs of the
     run that is overwritten), and the folders once empty."""
     folder = out / TENSORBOARD
-    if not folder.is_dir():
+    if not folder.is_dir() or folder.is_symlink():
         return
     for run in folder.iterdir():
-        if _is_event_folder(run):
+        if not run.is_symlink() and _is_event_folder(run):
             for path in run.iterdir():
                 path.unlink(missing_ok=True)
             run.rmdir()
@@ -429,10 +445,10 @@ def _remove_backup(out):
     """Delete the run's checkpoints (and its temporaries) in ``out/backup``;
     the folder itself only once nothing else is in it."""
     folder = out / BACKUP
-    if not folder.is_dir():
+    if not folder.is_dir() or folder.is_symlink():
         return
     for path in folder.iterdir():
-        if path.is_file() and _CHECKPOINT.match(temporary_target(path.name) or path.name):
+        if path.is_file() and not path.is_symlink() and _CHECKPOINT.match(temporary_target(path.name) or path.name):
             path.unlink(missing_ok=True)
     try:
         folder.rmdir()

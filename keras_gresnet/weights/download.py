@@ -18,6 +18,7 @@ import re
 import signal
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -129,6 +130,10 @@ def weights_path(name, cache_dir=None):
 TIMEOUT_ENV = "KERAS_GRESNET_DOWNLOAD_TIMEOUT"
 DEFAULT_TIMEOUT = 30.0  # seconds
 _CHUNK = 1 << 20  # bytes read, hashed and written at a time
+# The slowest transfer a download waits for: its whole-file deadline is the
+# timeout plus its size at this rate (a server that trickles a byte every
+# few seconds never trips the per-read timeout).
+MIN_RATE = 32 * 1024  # bytes per second
 
 
 def _download_timeout():
@@ -258,19 +263,36 @@ class _WriteError(Exception):
     """Writing the temporary file failed (not the network)."""
 
 
-def _stream(origin, out, timeout, file):
-    """GET ``origin`` into the open file ``out``, ``_CHUNK`` bytes at a time,
-    hashed on the way: ``(sha256, size, declared length or None)``."""
+class _TooMuch(Exception):
+    """The server sent more than the file can be, or too slowly."""
+
+
+def _stream(origin, out, timeout, file, expected_size):
+    """GET ``origin`` into the open file ``out``, at most ``_CHUNK`` bytes at
+    a time, hashed on the way: ``(sha256, size, declared length or None)``.
+    Never more than ``expected_size`` bytes (or a smaller Content-Length) are
+    taken, and the whole transfer has a deadline of ``timeout`` plus the size
+    at :data:`MIN_RATE` (:class:`_TooMuch` otherwise)."""
     digest, size = hashlib.sha256(), 0
+    deadline = time.monotonic() + timeout + expected_size / MIN_RATE
     with urllib.request.urlopen(origin, timeout=timeout) as response:
         length = response.headers.get("Content-Length", "").strip()
         total = int(length) if length.isdigit() else None
+        limit = expected_size if total is None else min(total, expected_size)
         progress = _Progress(file, total)
         try:
             while True:
-                block = response.read(_CHUNK)
+                # read1: what arrived, after at most one wait of `timeout`
+                block = response.read1(min(_CHUNK, limit + 1 - size))
                 if not block:
                     break
+                if size + len(block) > limit:
+                    raise _TooMuch(f"it sent more than the {limit:,} bytes the file has")
+                if time.monotonic() > deadline:
+                    raise _TooMuch(
+                        f"{size + len(block):,} of {limit:,} bytes after "
+                        f"{timeout + expected_size / MIN_RATE:.0f} s, slower than "
+                        f"{MIN_RATE // 1024} KiB/s")
                 digest.update(block)
                 size += len(block)
                 try:
@@ -327,9 +349,13 @@ def _download(entry, folder):
                 raise unwritable(error) from None
             with os.fdopen(fd, "wb") as out:
                 try:
-                    digest, size, total = _stream(origin, out, timeout, file)
+                    digest, size, total = _stream(origin, out, timeout, file, entry["size"])
                 except _WriteError as error:
                     raise unwritable(error.__cause__) from None
+                except _TooMuch as error:
+                    raise WeightsError(
+                        f"weights {entry['name']!r}: stopped downloading {file} from "
+                        f"{origin}: {error}; nothing was kept. {by_hand}") from None
                 except (OSError, http.client.HTTPException, ValueError) as error:
                     raise WeightsError(
                         f"weights {entry['name']!r}: could not download {file} from "
