@@ -61,7 +61,7 @@ TF_FREE_TESTS = tests/test_layers.py tests/test_zoo.py tests/test_weights.py \
 test-tf-free: data
 	$(PYTHON) -m venv $(TF_FREE_VENV)
 	$(TF_FREE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
-		keras numpy matplotlib h5py jax jaxlib pytest setuptools wheel
+		keras numpy matplotlib pillow h5py jax jaxlib pytest setuptools wheel
 	$(TF_FREE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	! $(TF_FREE_VENV)/bin/python -c "import tensorflow" 2>/dev/null
 	KERAS_BACKEND=jax $(TF_FREE_VENV)/bin/python -m pytest -q -m "$(BACKEND_MARKS)" \

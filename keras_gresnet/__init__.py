@@ -10,7 +10,7 @@ __version__ = "0.1.0"
 
 _SUBMODULES = (
     "analysis", "cli", "convert", "data", "export", "files", "finetune", "layers", "optimizers",
-    "plots", "training", "weights", "zoo",
+    "plots", "predictions", "training", "weights", "zoo",
 )
 # Modules that moved into a package keep their old attribute names:
 # ``from keras_gresnet import recipes`` still works.
@@ -18,7 +18,15 @@ _MOVED = {
     "recipes": "keras_gresnet.training.recipes",
     "distributed": "keras_gresnet.training.multiworker",
 }
-__all__ = [*_SUBMODULES, "__version__", "load_model"]
+__all__ = [*_SUBMODULES, "__version__", "decode_predictions", "load_model"]
+
+
+def decode_predictions(preds, source, top=5):
+    """``[[(class_name, probability), ...] per row]``, best first: the class
+    names of ``source`` (a published weights name, a run or preset folder, or
+    a list of names); :func:`keras_gresnet.predictions.decode_predictions`."""
+    predictions = importlib.import_module("keras_gresnet.predictions")
+    return predictions.decode_predictions(preds, source, top=top)
 
 
 def load_model(path, *, compile=True):

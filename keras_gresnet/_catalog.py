@@ -2,7 +2,9 @@
 importing Keras or TensorFlow (``keras-gresnet list`` prints it at once).
 
 It mirrors the registry of :mod:`keras_gresnet.zoo` (each builder's
-docstring, first line); ``tests/test_trust.py`` checks that the two agree.
+docstring, first line) and the recipes of
+:mod:`keras_gresnet.training.recipes` (their names, for ``train --help``);
+``tests/test_trust.py`` checks that they agree.
 """
 
 MODELS = {
@@ -34,3 +36,6 @@ MODELS = {
     'wide_gresnet': 'Wide GResNet (GR Tables 3-4): WRN-28-10 with a gate on every unit.',
     'wide_resnet': 'Wide ResNet WRN-d-k (WRN; GR Tables 3-4).',
 }
+
+RECIPES = ('gr_mnist', 'preact_cifar', 'wrn_cifar', 'preact_mnist', 'he_cifar', 'preact_cifar_he',
+           'he_imagenet')

@@ -21,6 +21,7 @@ import ast
 import contextlib
 import dataclasses
 import errno
+import importlib.util
 import inspect
 import json
 import math
@@ -232,7 +233,7 @@ def cmd_train(args, extra):
     where = f"run folder {run.out}" if run.out else "the chief writes the run folder"
     print(f"{run.config['model']} on {run.config['dataset']}: test error "
           f"{r['test_error_percent']:.2f}% (loss {r['test_loss']:.4f}) after "
-          f"{r['epochs']} epochs; {where}")
+          f"{r['epochs']} epoch{'' if r['epochs'] == 1 else 's'}; {where}")
     if r["gates"]:
         ks = list(r["gates"].values())
         print(f"gates: {len(ks)}, mean g(k) {sum(ks) / len(ks):.3f}, "
@@ -315,6 +316,37 @@ def cmd_prune(args, extra):
     print(f"saved {out}")
 
 
+def cmd_predict(args, extra):
+    """The top classes of each picture, with probabilities, from a model (a
+    published weights name, a run or preset folder, a .keras file): the
+    pictures fitted to its input and normalised as its source was."""
+    from keras_gresnet import finetune, predictions
+
+    if extra:
+        raise ValueError(f"unexpected arguments {extra}")
+    if args.top < 1:
+        raise ValueError(f"--top {args.top}: expected an integer >= 1")
+    missing = [p for p in args.images if not os.path.isfile(p)]
+    if missing:
+        raise ValueError(f"{missing[0]}: no such picture file")
+    bare_file = str(args.model).endswith(".keras")
+    info = (dict(class_names=None, preprocessing=None) if bare_file
+            else predictions.source_info(args.model))
+    model = finetune.load_pretrained(args.model)
+    x = predictions.read_pictures(args.images, predictions.model_input_shape(model),
+                                  info["preprocessing"])
+    if len(model.input_shape) == 2:  # a flat input (GR's MLPs take 784 pixels)
+        x = x.reshape(len(x), -1)
+    probabilities = predictions.np.asarray(model.predict(x, verbose=0))
+    names = info["class_names"] or [str(i) for i in range(probabilities.shape[1])]
+    top = min(args.top, probabilities.shape[1])
+    for path, row in zip(args.images, predictions.decode_predictions(probabilities, names, top)):
+        print(f"{path}: " + ", ".join(f"{name} {100 * p:.1f}%" for name, p in row))
+    if info["preprocessing"] is None:
+        print("note: the source records no preprocessing; pixels were scaled to [0, 1]",
+              file=sys.stderr)
+
+
 def cmd_export(args, extra):
     """Export a model (a published weights name, a .keras file, a preset or a
     run folder) for inference: a SavedModel folder, an ONNX or a LiteRT file."""
@@ -322,6 +354,9 @@ def cmd_export(args, extra):
 
     if extra:
         raise ValueError(f"unexpected arguments {extra}")
+    if args.format is None:  # the suffix says which; check_out refuses a contradiction
+        args.format = {".onnx": "onnx", ".tflite": "litert"}.get(
+            os.path.splitext(args.out)[1], "tf_saved_model")
     export.check_format(args.format, argument="--format")
     export.check_out(args.out, args.format, argument="--out")
     out = export.export(args.model, args.out, format=args.format)
@@ -392,6 +427,9 @@ def build_parser():
     )
     parser.add_argument("--debug", action="store_true",
                         help="show the full traceback of every error")
+    from keras_gresnet import __version__
+
+    parser.add_argument("--version", action="version", version=f"keras-gresnet {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("list", help="list the zoo's models")
@@ -410,10 +448,14 @@ def build_parser():
         "--model.dropout 0.3 or --recipe.dropout 0.3.",
     )
     p.add_argument("model")
-    p.add_argument("--dataset", help="mnist, fashion_mnist, cifar10, cifar100, imagenet2012 "
-                   "(default: the paper's)")
-    p.add_argument("--recipe", help="gr_mnist, preact_cifar, preact_cifar_he, he_cifar, "
-                   "wrn_cifar, he_imagenet (default: the paper's)")
+    from keras_gresnet import _catalog
+    from keras_gresnet.data.datasets import DATASETS
+
+    p.add_argument("--dataset", help=f"{', '.join([*DATASETS, 'imagenet2012'])}, or "
+                   f"folder (your pictures: --data-dir PATH holds one subfolder per class) "
+                   f"(default: the paper's)")
+    p.add_argument("--recipe", help=f"{', '.join(_catalog.RECIPES)} (default: the paper's; "
+                   f"preact_mnist for a CIFAR conv net on mnist or fashion_mnist)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="run folder (default runs/MODEL-DATASET-seedSEED)")
     p.add_argument("--overwrite", action="store_true", help="retrain a finished run folder")
@@ -432,7 +474,8 @@ def build_parser():
                    help="BatchNorm statistics over the global batch, not each replica's "
                    "(TensorFlow; JAX's data_parallel and multi_worker always do)")
     p.add_argument("--validation-split", type=float, default=0.0)
-    p.add_argument("--data-dir", help="folder with the dataset's files (offline)")
+    p.add_argument("--data-dir", help="folder with the dataset's files (offline), or the "
+                   "picture folder of --dataset folder")
     p.add_argument("--max-train-examples", type=int)
     p.add_argument("--max-test-examples", type=int)
     p.add_argument("--tensorboard", action="store_true",
@@ -465,11 +508,19 @@ def build_parser():
     p.add_argument("--data-dir")
     p.set_defaults(func=cmd_prune)
 
+    p = sub.add_parser("predict", help="the top classes of pictures, with probabilities")
+    p.add_argument("model", help="a published weights name, a run folder, a preset folder or "
+                   "a .keras file")
+    p.add_argument("images", nargs="+", help="picture files (PNG, JPEG, ...)")
+    p.add_argument("--top", type=int, default=5, help="classes shown per picture (default 5)")
+    p.set_defaults(func=cmd_predict)
+
     p = sub.add_parser("export", help="export for inference: SavedModel, ONNX or LiteRT")
     p.add_argument("model", help="a published weights name, a .keras file, a preset folder "
                    "or a run folder")
-    p.add_argument("--format", default="tf_saved_model",
-                   help="tf_saved_model (a folder), onnx (.onnx) or litert (.tflite)")
+    p.add_argument("--format", default=None,
+                   help="tf_saved_model (a folder), onnx (.onnx) or litert (.tflite); "
+                   "default: from --out's suffix (.onnx, .tflite, else a SavedModel folder)")
     p.add_argument("--out", required=True, help="the artefact; must not exist")
     p.set_defaults(func=cmd_export)
 
@@ -512,7 +563,9 @@ def _import_tensorflow_quietly():
     off the terminal: ``cudart_stub`` and absl print before
     ``TF_CPP_MIN_LOG_LEVEL`` is read, so only a silenced descriptor keeps them
     off. An import error is raised again once the descriptor is back."""
-    if os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow" or "tensorflow" in sys.modules:
+    # On JAX and PyTorch too: the tf.data input pipeline imports TensorFlow
+    # wherever it is installed.
+    if "tensorflow" in sys.modules or importlib.util.find_spec("tensorflow") is None:
         return
     error = None
     with _stderr_silenced():
@@ -524,8 +577,24 @@ def _import_tensorflow_quietly():
         raise error
 
 
+# Each Keras backend's package and the command that installs it.
+_BACKEND_INSTALLS = {"tensorflow": ("tensorflow", "pip install tensorflow"),
+                     "jax": ("jax", "pip install jax jaxlib"),
+                     "torch": ("torch", "pip install torch")}
+
+
+def _missing_backend():
+    """One line when ``KERAS_BACKEND`` names a backend whose package is not
+    installed (else ``None``)."""
+    backend = os.environ.get("KERAS_BACKEND", "tensorflow")
+    package, install = _BACKEND_INSTALLS.get(backend, (None, None))
+    if package is None or importlib.util.find_spec(package) is not None:
+        return None
+    return f"KERAS_BACKEND={backend} needs {package}, which is not installed: {install}"
+
+
 # Commands that need Keras (and so its backend); the others only read JSON.
-_NEEDS_KERAS = ("train", "evaluate", "gates", "prune", "export")
+_NEEDS_KERAS = ("train", "evaluate", "gates", "prune", "export", "predict")
 # Errors of the environment, not of the program: one line, exit 2.
 _ENVIRONMENT_ERRNOS = frozenset(
     getattr(errno, name) for name in
@@ -557,9 +626,17 @@ def main(argv=None):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     debug = args.debug
     if args.command in _NEEDS_KERAS or getattr(args, "build", False):
+        missing = _missing_backend()
+        if missing:
+            print(f"keras-gresnet {args.command}: error: {missing}", file=sys.stderr)
+            return 2
         _import_tensorflow_quietly()
     try:
         args.func(args, extra)
+    except BrokenPipeError:  # `keras-gresnet weights list | head`: the reader left
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's flush at exit finds no pipe
+        return 0
     except KeyboardInterrupt:
         if debug:
             raise

@@ -14,10 +14,13 @@ into place: it is complete or absent, and an existing ``out`` is refused.
 import contextlib
 import importlib.util
 import os
+import re
 import shutil
 from pathlib import Path
 
 import numpy as np
+
+from keras_gresnet.files import on_sigterm_raise, pid_alive
 
 FORMATS = ("tf_saved_model", "onnx", "litert")
 # What each format is: a folder, or a file with this suffix.
@@ -199,7 +202,8 @@ def export(model, out, format="tf_saved_model", **kwargs):
         # from a file and never called ("The model provided has never called").
         (x,) = model.inputs
         kwargs["input_signature"] = [keras.InputSpec(shape=x.shape, dtype=x.dtype)]
-    with _created_parents(out):
+    with _created_parents(out), on_sigterm_raise(f"the export to {out}"):
+        _remove_stale_exports(out)
         tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         try:
@@ -212,6 +216,19 @@ def export(model, out, format="tf_saved_model", **kwargs):
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def _remove_stale_exports(out):
+    """Remove the ``.{out.name}.tmp{pid}`` folders that killed exports to
+    ``out`` left (their process gone); a live export's stays."""
+    pattern = re.compile(rf"^\.{re.escape(out.name)}\.tmp(\d+)$")
+    if not out.parent.is_dir():
+        return
+    for path in out.parent.iterdir():
+        match = pattern.match(path.name)
+        if match and not path.is_symlink() and path.is_dir() and not pid_alive(
+                int(match[1])):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def _guess_format(path):

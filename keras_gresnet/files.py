@@ -6,6 +6,8 @@ import contextlib
 import json
 import os
 import re
+import signal
+import threading
 from pathlib import Path
 
 
@@ -66,6 +68,52 @@ def pid_alive(pid):
     except (OSError, OverflowError, ValueError):  # PermissionError: another user's
         return True
     return True
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived while a temporary was open (raised so that ``finally``
+    cleans up)."""
+
+
+class on_sigterm_raise:
+    """While ``what`` (a download, an export) writes its temporaries in the
+    main thread, SIGTERM raises, so that they are removed; then it acts as
+    before: ``SystemExit(143)`` under the default action; a previous Python
+    handler is called (and ``error`` is raised if it returns). An ignored
+    SIGTERM stays ignored; other threads cannot set handlers and are left as
+    they are."""
+
+    def __init__(self, what, error=RuntimeError):
+        self.what, self.error = what, error
+
+    def __enter__(self):
+        self.previous = None
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        try:
+            previous = signal.getsignal(signal.SIGTERM)
+            if previous is None or previous == signal.SIG_IGN:
+                return self  # set outside Python, or ignored: leave it
+            signal.signal(signal.SIGTERM, self._raise)
+        except (ValueError, OSError, AttributeError):  # no signals here
+            return self
+        self.previous = previous
+        return self
+
+    @staticmethod
+    def _raise(signum, frame):
+        raise _Terminated(signum, frame)
+
+    def __exit__(self, kind, error, traceback):
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)
+        if kind is _Terminated:
+            if callable(self.previous):  # the program's own handler decides
+                self.previous(*error.args)
+                raise self.error(f"{self.what} was interrupted by SIGTERM; nothing "
+                                 f"was kept") from None
+            raise SystemExit(128 + signal.SIGTERM) from None
+        return False
 
 
 def remove_stale_temporaries(folder, owned=lambda name: True):

@@ -42,6 +42,7 @@ them again, set ``layer.trainable = True`` on each layer and recompile
 while the model's own flag is already ``True``).
 """
 
+import json
 import math
 import os
 import sys
@@ -50,7 +51,8 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from keras_gresnet import zoo
+from keras_gresnet import weights, zoo
+from keras_gresnet.data.datasets import DATASETS
 from keras_gresnet._checks import check_choice, check_int, check_positive
 from keras_gresnet.layers import all_layers
 from keras_gresnet.training.runs import load_run
@@ -83,6 +85,48 @@ def load_pretrained(source):
         return zoo.from_preset(source)
     except ValueError as error:
         raise ValueError(f"model={str(source)!r}: {error}") from None
+
+
+def _read_json(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError, RecursionError) as error:
+        raise ValueError(f"{path}: not readable JSON ({' '.join(str(error).split())})") from None
+
+
+def source_info(source):
+    """``{"class_names": [...] or None, "preprocessing": dict or None}`` of
+    ``source`` (see the module docstring)."""
+    if isinstance(source, (list, tuple)) and all(isinstance(n, str) for n in source):
+        return dict(class_names=list(source), preprocessing=None)
+    if not isinstance(source, (str, os.PathLike)):
+        raise ValueError(f"source must be a weights name, a run or preset folder, or a list "
+                         f"of class names, got {type(source).__name__}")
+    path = Path(source)
+    if path.is_dir() and (path / "config.json").is_file() and not (
+            path / weights.PRESET_METADATA).is_file():
+        config = _read_json(path / "config.json")
+        data = config.get("data") if isinstance(config, dict) else None
+        if not isinstance(data, dict):
+            raise ValueError(f"{path / 'config.json'}: not a keras-gresnet run's config")
+        names = data.get("class_names")
+        if names is None and config.get("dataset") in DATASETS:
+            names = list(DATASETS[config["dataset"]].class_names)
+        return dict(class_names=names, preprocessing=data.get("preprocessing"))
+    if path.is_dir() and (path / weights.PRESET_METADATA).is_file():
+        metadata = _read_json(path / weights.PRESET_METADATA)
+        if isinstance(metadata, dict) and isinstance(metadata.get("weights"), str):
+            return source_info(metadata["weights"])
+        metadata = metadata if isinstance(metadata, dict) else {}
+        return dict(class_names=metadata.get("class_names"),
+                    preprocessing=metadata.get("preprocessing"))
+    if isinstance(source, str) and not path.exists():
+        entry = weights.get_weights(source)  # one line naming the known names otherwise
+        return dict(class_names=list(entry.get("class_names") or []) or None,
+                    preprocessing=entry.get("preprocessing"))
+    raise ValueError(f"source={str(source)!r}: not a weights name, a run folder or a preset "
+                     f"folder")
 
 
 def new_head(model, classes):
@@ -169,19 +213,64 @@ def _is_batches(data):
     return tf is not None and isinstance(data, tf.data.Dataset)
 
 
-def _fit_data(data, argument, classes):
+def _source_pixels(model):
+    """The preprocessing (a callable on uint8 pixels) of ``model``'s source:
+    its weights entry's, run's or preset's statistics; pixels / 255 for a
+    model or a file that records none."""
+    from keras_gresnet.data.preprocessing import Preprocessing
+
+    config = None
+    if isinstance(model, (str, os.PathLike)) and not str(model).endswith(".keras"):
+        config = source_info(model)["preprocessing"]
+    if config:
+        return Preprocessing.from_config(config)
+    return Preprocessing.fit("scale", np.zeros((0, 1, 1, 1), np.uint8))
+
+
+def _folder_data(path, model, classes):
+    """``((x, y) train, (x, y) test)`` uint8 pictures of the folder ``path``
+    fitted to ``model``'s input; ``classes`` must be the folder's count."""
+    from keras_gresnet.data.folders import read_image_folder
+
+    shape = tuple(model.input_shape[1:])
+    if len(shape) == 1:
+        side = int(round(shape[0] ** 0.5))
+        shape = (side, side, 1)
+    folder = read_image_folder(path, image_shape=shape)
+    found = len(folder["class_names"])
+    if found != classes:
+        raise ValueError(f"classes={classes}, but the picture folder {str(path)!r} has "
+                         f"{found} classes ({', '.join(folder['class_names'][:10])}); pass "
+                         f"classes={found}")
+    return folder["train"], folder["test"]
+
+
+def _fit_data(data, argument, classes, model=None, normalise=None):
     """``data`` as ``model.fit`` takes it: a ``tf.data.Dataset`` or
     ``keras.utils.PyDataset`` of ``(x, y)`` batches, or an ``(x, y)`` pair of
-    arrays whose integer labels are checked to lie in ``[0, classes)``."""
+    arrays whose integer labels are checked to lie in ``[0, classes)``
+    (one-hot labels become integers), whose shape is checked against
+    ``model``'s input, and whose uint8 pixels are ``normalise``d."""
     if _is_batches(data):
         return data
     if not isinstance(data, (tuple, list)) or len(data) != 2:
         raise ValueError(
-            f"{argument} must be a tf.data.Dataset or keras.utils.PyDataset of (x, y) "
-            f"batches, or an (x, y) pair of arrays, got {type(data).__name__}"
+            f"{argument} must be a folder of pictures, a tf.data.Dataset or "
+            f"keras.utils.PyDataset of (x, y) batches, or an (x, y) pair of arrays, got "
+            f"{type(data).__name__}"
         )
     x, y = data
     labels = np.asarray(y)
+    if labels.ndim == 2 and labels.shape[1] == classes and np.all(
+            (labels == 0) | (labels == 1)) and np.all(labels.sum(axis=1) == 1):
+        labels = labels.argmax(axis=1)  # one-hot rows: their classes
+    elif labels.ndim == 2 and labels.shape[1] != 1 and np.all((labels == 0) | (labels == 1)):
+        raise ValueError(f"{argument}: one-hot labels with {labels.shape[1]} columns, but "
+                         f"classes={classes}")
+    labels = labels.reshape(len(labels)) if labels.ndim == 2 and labels.shape[1] == 1 \
+        else labels
+    if model is not None:
+        x = _model_pixels(np.asarray(x), argument, model, normalise)
     if len(x) != len(labels) or not len(labels):
         raise ValueError(
             f"{argument}: x and y need the same number of examples, at least 1; "
@@ -194,6 +283,38 @@ def _fit_data(data, argument, classes):
             f"[{labels.min()}, {labels.max()}]"
         )
     return x, labels
+
+
+def _model_pixels(x, argument, model, normalise):
+    """``x`` checked against ``model``'s input (one line naming both for the
+    commonest mistakes: RGB into a grey net and back, flat against image
+    batches), uint8 pixels normalised as the source was, raw-looking float
+    pixels refused."""
+    want = tuple(model.input_shape[1:])
+    have = tuple(x.shape[1:])
+    if have != want:
+        flat = len(want) == 1 and int(np.prod(have)) == want[0]
+        if flat:
+            x = x.reshape(len(x), -1)
+        elif len(want) == 3 and len(have) == 3 and have[:2] == want[:2]:
+            raise ValueError(
+                f"{argument}: images have {have[2]} channel(s), the model takes {want[2]} "
+                f"({'grey' if want[2] == 1 else 'RGB'}, input {want}); convert them, or pass "
+                f"a picture folder (converted for you)")
+        elif len(want) == 3 and len(have) == 1 and have[0] == int(np.prod(want)):
+            x = x.reshape(len(x), *want)
+        else:
+            raise ValueError(f"{argument}: examples of shape {have}, the model takes {want}")
+    if x.dtype == np.uint8:
+        channels = want[-1] if len(want) == 3 else 1
+        images = x.reshape(len(x), -1, 1, channels) if len(want) != 3 else x
+        return normalise(images).reshape(x.shape)
+    if np.issubdtype(x.dtype, np.floating) and x.size and float(np.nanmax(x)) > 16.0:
+        raise ValueError(
+            f"{argument}: float pixels up to {float(np.nanmax(x)):.0f} look like raw 0-255 "
+            f"pixels, but float input is taken as preprocessed; pass them as uint8 (the "
+            f"source's preprocessing is applied) or preprocess them")
+    return x
 
 
 def _cosine(lr, epochs):
@@ -218,7 +339,7 @@ def finetune(
     optimizer="adam",
     batch_size=32,
     schedule="cosine",
-    verbose=0,
+    verbose="auto",
 ):
     """Fine-tune ``model`` on ``classes`` new classes: a fresh head trained on
     the frozen body, then the whole net (BatchNormalization excepted), each
@@ -235,9 +356,17 @@ def finetune(
     Args:
         model: a ``keras.Model``, a run folder, a ``.keras`` file, a preset
             folder or a published weights name; not changed.
-        train_data, validation_data: a ``tf.data.Dataset`` of ``(x, y)``
+        train_data, validation_data: a folder of pictures (one subfolder
+            per class, :mod:`keras_gresnet.data.folders`: fitted to the
+            model's input, its test split the validation data unless
+            ``validation_data`` is given), a ``tf.data.Dataset`` of ``(x, y)``
             batches, preprocessed as in pretraining, or an ``(x, y)`` pair of
-            arrays (batched by ``batch_size``); labels in ``[0, classes)``.
+            arrays (batched by ``batch_size``); labels in ``[0, classes)``, or
+            one-hot. Raw pixels (a folder, or uint8 arrays) get the
+            preprocessing of ``model``'s source (a weights name, run or
+            preset folder: :func:`source_info`; otherwise pixels / 255);
+            float arrays are taken as already preprocessed, and refused when
+            they look like raw 0-255 pixels.
         classes: number of new classes.
         head_epochs: epochs of phase 1 (head only); 0 skips it. Default 5,
             a short phase: it only has to fit the fresh head before the body
@@ -271,7 +400,8 @@ def finetune(
             error still wanders by a point or more late in the run, so
             where the run stops decides its result; the decay ends it at a
             settled point.
-        verbose: ``model.fit``'s verbosity.
+        verbose: ``model.fit``'s verbosity; default ``"auto"``, Keras'
+            progress (0 turns it off).
 
     Returns:
         ``(model, history)``: the fine-tuned copy (left as phase 2 trains it:
@@ -288,11 +418,20 @@ def finetune(
     batch_size = check_int(batch_size, "batch_size", 1)
     check_choice(schedule, "schedule", SCHEDULES)
     check_choice(verbose, "verbose", VERBOSITIES)
-    train_data = _fit_data(train_data, "train_data", classes)
+    source = load_pretrained(model)
+    normalise = _source_pixels(model)
+    if isinstance(train_data, (str, os.PathLike)):
+        train_data, folder_test = _folder_data(train_data, source, classes)
+        if validation_data is None:
+            validation_data = folder_test
+    if isinstance(validation_data, (str, os.PathLike)):
+        validation_data = _folder_data(validation_data, source, classes)[1]
+    train_data = _fit_data(train_data, "train_data", classes, source, normalise)
     if validation_data is not None:
-        validation_data = _fit_data(validation_data, "validation_data", classes)
+        validation_data = _fit_data(validation_data, "validation_data", classes, source,
+                                    normalise)
 
-    net = new_head(model, classes)
+    net = new_head(source, classes)
     from_logits = _head(net).activation is keras.activations.linear
     x, y = (train_data, None) if _is_batches(train_data) else train_data
     history = {}

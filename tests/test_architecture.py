@@ -26,6 +26,7 @@ ORDER = [
     ("training",),
     ("analysis",),
     ("finetune", "convert", "export"),
+    ("predictions",),
     ("cli",),
 ]
 RANK = {part: rank for rank, parts in enumerate(ORDER) for part in parts}

@@ -18,15 +18,16 @@ PACKAGE = Path(data.__file__).parent
 ALLOWED = {
     "datasets": set(),
     "readers": set(),
+    "folders": set(),
     "sources": {"_checks", "_paths", "data.datasets", "data.readers"},
     "preprocessing": {"_checks", "_pixels"},
     "tfdata": {"data.preprocessing"},
     "numpydata": {"data.preprocessing"},
     "pipelines": {"_checks", "data.datasets", "data.preprocessing", "data.sources",
-                  "data", "data.tfdata", "data.numpydata"},
+                  "data", "data.tfdata", "data.numpydata", "data.folders"},
     "synthetic": {"data.datasets"},
 }
-THIRD_PARTY = {"numpy", "tensorflow", "tensorflow_datasets", "keras"}
+THIRD_PARTY = {"numpy", "tensorflow", "tensorflow_datasets", "keras", "PIL"}
 # Imports a module makes only when called (the input pipeline asked for).
 LAZY = {("pipelines", "keras_gresnet.data")}
 
@@ -72,11 +73,12 @@ def test_modules_import_only_what_comes_before_them(module):
             allowed = {"numpy": module not in ("datasets",),
                        "tensorflow": module == "tfdata",
                        "keras": module == "numpydata",
-                       "tensorflow_datasets": module == "sources" and not at_top}
+                       "tensorflow_datasets": module == "sources" and not at_top,
+                       "PIL": module == "folders" and not at_top}
             assert allowed[root], f"{module} imports {name}"
         else:
             assert root in sys.stdlib_module_names, f"{module} imports {name}"
-        if root != "tensorflow_datasets" and (module, name) not in LAZY:
+        if root not in ("tensorflow_datasets", "PIL") and (module, name) not in LAZY:
             assert at_top, f"{module} imports {name} inside a function"
 
 

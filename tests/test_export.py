@@ -126,6 +126,48 @@ def test_failure_part_way_leaves_no_out(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []  # not out, its temporary, nor its new folders
 
 
+def test_a_killed_exports_temporary_is_removed_by_the_next_export(tmp_path, monkeypatch):
+    model, _ = gated_cifar()
+    format = _working_format()
+    out = tmp_path / f"model{SUFFIX[format]}"
+    dead = tmp_path / f".{out.name}.tmp{2 ** 22 + 4321}"  # no such process
+    live = tmp_path / f".{out.name}.tmp1"  # pid 1 runs: its export is not ours to clear
+    for folder in (dead, live):
+        folder.mkdir()
+        (folder / "half").write_bytes(b"half an artefact")
+
+    def quick_export(filepath, format, **kwargs):
+        Path(filepath).write_bytes(b"artefact")
+
+    monkeypatch.setattr(model, "export", quick_export)
+    export.export(model, out, format=format)
+    assert out.read_bytes() == b"artefact"
+    assert not dead.exists() and (live / "half").exists()
+
+
+@pytest.mark.integration
+def test_sigterm_during_an_export_leaves_no_temporary(tmp_path):
+    model, _ = gated_cifar()
+    model.save(tmp_path / "model.keras")
+    format = _working_format()
+    out = tmp_path / "new" / f"exported{SUFFIX[format]}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "keras_gresnet.cli", "export", str(tmp_path / "model.keras"),
+         "--format", format, "--out", str(out)],
+        cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    import signal
+    import time
+
+    deadline = time.monotonic() + 240
+    while not list((tmp_path / "new").glob(".exported*.tmp*")):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert not (tmp_path / "new").exists()  # its temporary and the folder it made: gone
+
+
 def test_out_must_be_new_and_fit_the_format(tmp_path):
     model, _ = gated_cifar()
     format = _working_format()

@@ -216,6 +216,16 @@ def test_sizes_that_cannot_be_built_are_refused(tmp_path, capsys):
     assert not out.exists()
     with pytest.raises(ValueError, match="parameters"):
         zoo.gresnet_mlp(depth=2, units=100_000)
+    # the head and the input count too, before anything is built
+    with pytest.raises(ValueError, match="classes=100,000,000 give about 5,100,000,000"):
+        zoo.gresnet_mlp(depth=2, classes=100_000_000)
+    with pytest.raises(ValueError, match="classes=1,000,000,000 give"):
+        zoo.get_model("gresnet_cifar", n=1, classes=10**9)
+    for builder, shape in (("gresnet_mlp", (100_000, 100_000)),
+                           ("gresnet_cifar", (100_000, 100_000, 3))):
+        with pytest.raises(ValueError, match="values an example; this package builds inputs"):
+            zoo.get_model(builder, **({"depth": 2} if builder == "gresnet_mlp" else {"n": 1}),
+                          input_shape=shape)
 
 
 def test_out_that_is_a_file_or_under_a_file(tmp_path, capsys):
@@ -425,6 +435,7 @@ def test_catalog_lists_every_builder_with_its_docstring():
                 for name in zoo.list_models()}
     assert _catalog.MODELS == expected, (
         "keras_gresnet/_catalog.py is out of date; regenerate it from zoo.list_models()")
+    assert _catalog.RECIPES == tuple(training.RECIPES)  # train --help lists them
 
 
 @pytest.mark.integration

@@ -28,6 +28,8 @@ Modules, each importing only those before it:
 - :mod:`~keras_gresnet.data.datasets`: the dataset table (names, shapes,
   class names, files), plain Python;
 - :mod:`~keras_gresnet.data.readers`: the IDX and CIFAR file readers (numpy);
+- :mod:`~keras_gresnet.data.folders`: a folder of pictures, one subfolder per
+  class (Pillow, numpy): ``pipeline("folder", data_dir=PATH)``;
 - :mod:`~keras_gresnet.data.sources`: where :func:`load` looks (numpy);
 - :mod:`~keras_gresnet.data.preprocessing`: statistics, seeded index
   choices and every epoch's order and crops (numpy);
@@ -47,14 +49,16 @@ Each name below loads its module on first use, so that
 
 import importlib
 
-_SUBMODULES = ("datasets", "imagenet", "numpydata", "pipelines", "preprocessing", "readers",
-               "sources", "synthetic", "tfdata")
+_SUBMODULES = ("datasets", "folders", "imagenet", "numpydata", "pipelines", "preprocessing",
+               "readers", "sources", "synthetic", "tfdata")
 # Public name -> the module that defines it.
 _NAMES = {
     "DATASETS": "datasets",
     "SPLITS": "datasets",
     "DatasetInfo": "datasets",
     "read_idx": "readers",
+    "FOLDER": "folders",
+    "read_image_folder": "folders",
     "DatasetNotFoundError": "sources",
     "datasets_folder": "sources",
     "load": "sources",

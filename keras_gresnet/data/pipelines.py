@@ -12,7 +12,8 @@ import math
 import sys
 
 from keras_gresnet._checks import PREPROCESSINGS, check_choice, check_int, check_rate
-from keras_gresnet.data.datasets import DATASETS
+from keras_gresnet.data.datasets import DATASETS, DatasetInfo
+from keras_gresnet.data.folders import FOLDER, read_image_folder
 from keras_gresnet.data.preprocessing import (
     PAD_MODES,
     Preprocessing,
@@ -137,7 +138,7 @@ def process_share(dataset, index, count):
 def pipeline(name, *, data_dir=None, download=True, preprocessing="scale", batch_size=128,
              validation_split=0.0, augment=False, padding=4, pad_mode="zero", flatten=False,
              drop_remainder=False, seed=0, max_train_examples=None, max_test_examples=None,
-             input_pipeline="auto", manual_dir=None):
+             input_pipeline="auto", manual_dir=None, image_shape=None):
     """Train / validation / test datasets of ``name``, as the papers feed them.
 
     GR's MNIST nets: ``preprocessing="scale"``. HE and GR's pre-activation
@@ -164,6 +165,9 @@ def pipeline(name, *, data_dir=None, download=True, preprocessing="scale", batch
         max_train_examples, max_test_examples: keep a seeded random subset of
             at most this many training (after the validation split) and test
             examples, for quick runs; ``None`` keeps all.
+        image_shape: ``name="folder"`` only: the ``(height, width, channels)``
+            the pictures are fitted to (a model's input; default: the
+            folder's most common size, :mod:`keras_gresnet.data.folders`).
         input_pipeline: ``"tf_data"`` (``tf.data.Dataset`` batches),
             ``"numpy"`` (``keras.utils.PyDataset`` batches, no TensorFlow), or
             ``"auto"``: ``tf.data`` where TensorFlow is installed. Both give the
@@ -177,13 +181,29 @@ def pipeline(name, *, data_dir=None, download=True, preprocessing="scale", batch
         name, preprocessing, batch_size, padding, seed, validation_split,
         max_train_examples, max_test_examples)
     check_choice(pad_mode, "pad_mode", PAD_MODES)
+    if image_shape is not None and name != FOLDER:
+        raise ValueError(f"image_shape is for name={FOLDER!r} (a picture folder); "
+                         f"{name!r} has its own shape")
     make_dataset = dataset_maker(input_pipeline)
-    splits, sources = _split_arrays(name, data_dir, download, validation_split, seed,
-                                    max_train_examples, max_test_examples)
+    folder = None
+    if name == FOLDER:
+        if data_dir is None:
+            raise ValueError(f"name={FOLDER!r} reads the picture folder data_dir; pass it "
+                             f"(--data-dir PATH)")
+        folder = read_image_folder(data_dir, image_shape=image_shape, seed=seed)
+        info = DatasetInfo(FOLDER, folder["image_shape"], len(folder["class_names"]), "folder",
+                           {}, class_names=tuple(folder["class_names"]))
+        splits, sources = _split(folder["train"], folder["test"], validation_split, seed,
+                                 max_train_examples, max_test_examples)
+        sources = folder["source"]
+    else:
+        info = DATASETS[name]
+        splits, sources = _split_arrays(name, data_dir, download, validation_split, seed,
+                                        max_train_examples, max_test_examples)
     train_images, train_labels = splits["train"]
     fitted = Preprocessing.fit(preprocessing, train_images)
     common = dict(batch_size=batch_size, preprocessing=fitted, flatten=flatten)
-    augment = dataset_augment(augment, DATASETS[name].flips_keep_labels)
+    augment = dataset_augment(augment, info.flips_keep_labels)
     train_options = dict(shuffle=True, augment=augment, padding=padding, pad_mode=pad_mode,
                          drop_remainder=drop_remainder, seed=seed, **common)
     train = make_dataset(train_images, train_labels, **train_options)
@@ -192,7 +212,7 @@ def pipeline(name, *, data_dir=None, download=True, preprocessing="scale", batch
         validation = make_dataset(*splits["validation"], **common)
     test = make_dataset(*splits["test"], **common)
 
-    image_shape = DATASETS[name].image_shape
+    image_shape = info.image_shape
     num_train = len(train_labels)
     config = dict(
         name=name, preprocessing=fitted.get_config(), batch_size=batch_size,
@@ -200,13 +220,15 @@ def pipeline(name, *, data_dir=None, download=True, preprocessing="scale", batch
         flatten=flatten,
         drop_remainder=drop_remainder, seed=seed, max_train_examples=max_train_examples,
         max_test_examples=max_test_examples, source=sources)
+    if folder is not None:  # what a folder's run must remember to read its labels
+        config.update(class_names=list(folder["class_names"]), image_shape=list(image_shape))
     return Pipeline(
         train=train,
         validation=validation,
         test=test,
         preprocessing=fitted,
         input_shape=(math.prod(image_shape),) if flatten else image_shape,
-        num_classes=DATASETS[name].num_classes,
+        num_classes=info.num_classes,
         num_train=num_train,
         num_validation=len(splits["validation"][1]),
         num_test=len(splits["test"][1]),
@@ -242,7 +264,7 @@ def _checked_pipeline_arguments(name, preprocessing, batch_size, padding, seed,
                                 validation_split, max_train_examples, max_test_examples):
     """Every argument of :func:`pipeline` checked before any data is read;
     returns ``validation_split`` as a float."""
-    check_choice(name, "name", (*DATASETS, IMAGENET))
+    check_choice(name, "name", (*DATASETS, IMAGENET, FOLDER))
     check_choice(preprocessing, "preprocessing", PREPROCESSINGS)
     check_int(batch_size, "batch_size", 1)
     check_int(padding, "padding", 0)
@@ -264,6 +286,14 @@ def _split_arrays(name, data_dir, download, validation_split, seed, max_train_ex
                                               download=download)
     test_images, test_labels, test_source = load_with_source(name, "test", data_dir=data_dir,
                                                              download=download)
+    splits, _ = _split((images, labels), (test_images, test_labels), validation_split, seed,
+                       max_train_examples, max_test_examples)
+    return splits, {"train": source, "test": test_source}
+
+
+def _split(train, test, validation_split, seed, max_train_examples, max_test_examples):
+    """The validation part held out of ``train``, then the seeded subsets."""
+    (images, labels), (test_images, test_labels) = train, test
     train_index, validation_index = split_indices(len(images), validation_split, seed)
     train_index = subset_indices(train_index, max_train_examples, seed)
     test_index = test_subset(len(test_images), max_test_examples, seed)
@@ -272,4 +302,4 @@ def _split_arrays(name, data_dir, download, validation_split, seed, max_train_ex
         "validation": (images[validation_index], labels[validation_index]),
         "test": (test_images[test_index], test_labels[test_index]),
     }
-    return splits, {"train": source, "test": test_source}
+    return splits, None

@@ -11,6 +11,7 @@ training (under the config's dtype policy, :func:`dtype_policy_scope`),
 import contextlib
 import fnmatch
 import inspect
+import os
 import sys
 
 import keras
@@ -178,7 +179,15 @@ def resolve_config(
     """
     builder = zoo.model_builder(model)
     dataset = default_dataset(model) if dataset is None else dataset
-    check_choice(dataset, "dataset", (*data.DATASETS, data.IMAGENET))
+    check_choice(dataset, "dataset", (*data.DATASETS, data.IMAGENET, data.FOLDER))
+    if data_dir is not None and not os.path.isdir(data_dir):
+        raise ValueError(f"data_dir={str(data_dir)!r} is not a folder; pass the folder that "
+                         f"holds the dataset's files" + (
+                             " (class subfolders of pictures)" if dataset == data.FOLDER
+                             else ""))
+    if dataset == data.FOLDER and data_dir is None:
+        raise ValueError("dataset='folder' trains on a folder of pictures, one subfolder per "
+                         "class: pass it as data_dir (--data-dir PATH)")
     recipe = recipes.get_recipe(default_recipe(model, dataset) if recipe is None else recipe,
                                 **overrides)
     check_int(seed, "seed", 0, 2**31 - 1)

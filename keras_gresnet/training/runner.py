@@ -180,6 +180,9 @@ def _data(config, recipe, loop):
         max_train_examples=config["max_train_examples"],
         max_test_examples=config["max_test_examples"],
         input_pipeline=input_pipeline,
+        # a picture folder is fitted to the model's input, where one is asked for
+        image_shape=(config["model_kwargs"].get("input_shape")
+                     if config["dataset"] == data.FOLDER else None),
     )
     loop.check_data(pipe.num_train, global_batch_size,
                     evaluated=dict(validation=pipe.num_validation, test=pipe.num_test))

@@ -15,15 +15,13 @@ import logging
 import math
 import os
 import re
-import signal
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-from keras_gresnet.files import pid_alive
+from keras_gresnet.files import on_sigterm_raise, pid_alive
 from keras_gresnet._paths import keras_home
 from keras_gresnet.weights.registry import (
     NOT_TRAINED, PUBLISHED, WeightsError,
@@ -186,47 +184,6 @@ def _new_part(folder, file):
     raise FileExistsError(f"{folder}: too many .{file}.part{os.getpid()}-N files")
 
 
-class _Terminated(BaseException):
-    """SIGTERM arrived during a download (raised so that ``finally`` cleans up)."""
-
-
-class _on_sigterm_raise:
-    """While downloading in the main thread, SIGTERM raises (so that the
-    temporary file is removed), then acts as before: ``SystemExit(143)`` under
-    the default action; a previous Python handler is called (and the download
-    fails with ``WeightsError`` if it returns). An ignored SIGTERM stays
-    ignored; other threads cannot set handlers and are left as they are."""
-
-    def __enter__(self):
-        self.previous = None
-        if threading.current_thread() is not threading.main_thread():
-            return self
-        try:
-            previous = signal.getsignal(signal.SIGTERM)
-            if previous is None or previous == signal.SIG_IGN:
-                return self  # set outside Python, or ignored: leave it
-            signal.signal(signal.SIGTERM, self._raise)
-        except (ValueError, OSError, AttributeError):  # no signals here
-            return self
-        self.previous = previous
-        return self
-
-    @staticmethod
-    def _raise(signum, frame):
-        raise _Terminated(signum, frame)
-
-    def __exit__(self, kind, error, traceback):
-        if self.previous is not None:
-            signal.signal(signal.SIGTERM, self.previous)
-        if kind is _Terminated:
-            if callable(self.previous):  # the program's own handler decides
-                self.previous(*error.args)
-                raise WeightsError("the download was interrupted by SIGTERM; nothing "
-                                   "was kept") from None
-            raise SystemExit(128 + signal.SIGTERM) from None
-        return False
-
-
 class _Progress:
     """A one-line ``\\r`` percentage on stderr, only when stderr is a terminal
     (nothing when piped or logged; nothing ever on stdout)."""
@@ -341,7 +298,7 @@ def _download(entry, folder):
         raise unwritable(error) from None
     _remove_stale_parts(folder, file)
     tmp = None
-    with _on_sigterm_raise():
+    with on_sigterm_raise("the download", WeightsError):
         try:
             try:
                 tmp, fd = _new_part(folder, file)

@@ -228,7 +228,9 @@ def model_card(entry):
         f"- status: {entry['status']}",
         f"- test error: {field('test_error_percent', lambda v: f'{v:.2f}%')} "
         f"(the dataset's full test set)",
-        f"- trained: {field('epochs')} epochs, seed {field('seed')}, by `{entry['command']}`",
+        (f"- trained: {_count(entry['epochs'], 'epoch')}, seed {field('seed')}, by "
+         f"`{entry['command']}`" if entry.get("epochs") is not None
+         else f"- trained: not yet (to train it: `{entry['command']}`)"),
         f"- file: {field('file')}, {field('size', lambda v: f'{v:,} bytes')}, "
         f"sha256 {field('sha256')}, Keras {field('keras_version')}, {field('date')}",
         f"- licence of the weights: {field('license')}",
@@ -248,3 +250,7 @@ def published(entry):
         )
     return entry
 
+
+def _count(n, noun):
+    """``"1 epoch"``, ``"2 epochs"``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"

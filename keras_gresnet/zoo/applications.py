@@ -2,6 +2,8 @@
 checks (made before any layer is built), the input and its preprocessing,
 the classifier head, and the weights: checked first, loaded last."""
 
+import math
+
 import keras
 
 from keras_gresnet._checks import check_int
@@ -52,6 +54,9 @@ def load_weights(model, weights, *, include_top, classes):
 # parameters are 8 GB before the optimizer doubles or triples them.
 MAX_BLOCKS = 5_000
 MAX_PARAMS = 2_000_000_000
+# Values in one input example: a 4,096 x 4,096 RGB picture is 50M; more is a
+# typo (input_shape=(100000, 100000)) that would ask for terabytes.
+MAX_INPUT = 2 ** 26
 
 
 def check_size(builder, blocks, params, arguments):
@@ -82,12 +87,16 @@ def check_common(
     classifier_activation,
     default_shape,
     min_size=None,
+    head_inputs=None,
 ):
     """Check the Keras Applications arguments; return the resolved input shape.
 
     ``min_size=None`` means a vector model (any rank, flattened); otherwise an
     image model taking rank-3 ``(height, width, channels)`` inputs with both
-    spatial sizes at least ``min_size``.
+    spatial sizes at least ``min_size``. The input (at most :data:`MAX_INPUT`
+    values an example) and, with ``head_inputs`` (the classifier's input
+    width), the head's ``head_inputs * classes`` weights count in the size
+    check, before anything is built.
     """
     if not isinstance(include_top, bool):
         raise ValueError(f"include_top must be True or False, got {include_top!r}")
@@ -140,6 +149,14 @@ def check_common(
                     f"input_shape of {builder} needs height and width >= {min_size}, "
                     f"got {input_shape!r}"
                 )
+    values = math.prod(d for d in input_shape if d is not None)
+    if values > MAX_INPUT:
+        raise ValueError(
+            f"input_shape {input_shape!r} of {builder} holds {values:,} values an example; "
+            f"this package builds inputs of at most {MAX_INPUT:,} (a 4,096 x 4,096 RGB "
+            f"picture is 50,331,648)")
+    if include_top and head_inputs:
+        check_size(builder, 0, head_inputs * classes + classes, f"classes={classes:,}")
     return input_shape
 
 

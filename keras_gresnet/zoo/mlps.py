@@ -5,6 +5,8 @@ gated plain.
 depth ``depth + 2``. Only the ``depth`` middle layers differ between kinds.
 """
 
+import math
+
 import keras
 
 from keras_gresnet._checks import check_choice, check_int
@@ -86,7 +88,9 @@ def mlp(
     input_shape = check_common(
         builder, include_top=include_top, weights=weights, input_tensor=input_tensor,
         input_shape=input_shape, pooling=pooling, classes=classes,
-        classifier_activation=classifier_activation, default_shape=(784,))
+        classifier_activation=classifier_activation, default_shape=(784,), head_inputs=units)
+    # the first layer's weights, from the input's real size (the check above assumed 784)
+    check_size(builder, 0, math.prod(input_shape) * units, "input_shape and units")
     preprocessing = check_preprocessing(builder, include_preprocessing, weights, input_shape)
     inputs, x = model_input(input_tensor, input_shape, preprocessing)
     if len(x.shape) > 2:

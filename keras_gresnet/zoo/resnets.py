@@ -173,6 +173,7 @@ def resnet(stage_sizes, widths, *, stem="cifar", stem_filters=16, stride_positio
         input_shape=input_shape, pooling=pooling, classes=classes,
         classifier_activation=classifier_activation,
         default_shape=(224, 224, 3) if stem == "imagenet" else (32, 32, 3),
+        head_inputs=out_widths[-1],
         min_size=2**downsamplings)
     preprocessing = check_preprocessing(builder, include_preprocessing, weights, input_shape)
     preact = unit in PREACT_UNITS

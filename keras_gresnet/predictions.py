@@ -1,0 +1,67 @@
+"""Predictions users can read: class names from where a model came from,
+``decode_predictions`` (Keras Applications' form), and pictures in, top
+classes out (``keras-gresnet predict MODEL_OR_RUN IMAGE...``).
+
+Where class names and preprocessing come from (:func:`source_info`):
+
+- a published weights name: its registry entry (``class_names``,
+  ``preprocessing``);
+- a run folder: its ``config.json`` (a picture folder's class names, or the
+  named dataset's; the fitted preprocessing statistics);
+- a preset folder: its ``metadata.json`` (the weights it was made from, or
+  ``class_names`` and ``preprocessing`` of its own);
+- a list of names: themselves (no preprocessing known).
+"""
+
+from pathlib import Path
+
+import numpy as np
+
+from keras_gresnet.data.folders import _fitted, _open
+from keras_gresnet.data.preprocessing import Preprocessing
+from keras_gresnet.finetune import source_info
+
+
+def decode_predictions(preds, source, top=5):
+    """``[[(class_name, probability), ...] per row]``, best first, ``top``
+    per row (Keras Applications' ``decode_predictions`` with the class names
+    of ``source``: a weights name, run or preset folder, or a list of names)."""
+    preds = np.asarray(preds)
+    if preds.ndim != 2:
+        raise ValueError(f"preds must be (batch, classes) probabilities, got shape "
+                         f"{preds.shape}")
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise ValueError(f"top must be an integer >= 1, got {top!r}")
+    names = source_info(source)["class_names"]
+    if not names:
+        raise ValueError(f"source={source!r} records no class names")
+    if len(names) != preds.shape[1]:
+        raise ValueError(f"preds have {preds.shape[1]} classes and source={source!r} names "
+                         f"{len(names)}")
+    order = np.argsort(-preds, axis=1, kind="stable")[:, :top]
+    return [[(names[i], float(row[i])) for i in idx] for row, idx in zip(preds, order)]
+
+
+def model_input_shape(model):
+    """``(height, width, channels)`` of a model's picture input (a flat
+    input of ``n`` pixels: a square grey picture)."""
+    shape = tuple(model.input_shape[1:])
+    if len(shape) == 1:
+        side = int(round(shape[0] ** 0.5))
+        if side * side == shape[0]:
+            return (side, side, 1)
+    if len(shape) != 3 or shape[-1] not in (1, 3) or None in shape:
+        raise ValueError(f"model input {shape} is not a picture (height, width, 1 or 3)")
+    return shape
+
+
+def read_pictures(paths, image_shape, preprocessing=None):
+    """Float32 batch of the pictures ``paths`` fitted to ``image_shape``
+    (:mod:`keras_gresnet.data.folders`' rules), normalised by
+    ``preprocessing`` (a :class:`Preprocessing` config; ``None``: scaled to
+    [0, 1])."""
+    height, width, channels = image_shape
+    images = np.stack([_fitted(_open(Path(p)), height, width, channels) for p in paths])
+    method = Preprocessing.from_config(preprocessing) if preprocessing else \
+        Preprocessing.fit("scale", images[:0])
+    return method(images)

@@ -1,0 +1,220 @@
+"""Your own pictures: a folder of class subfolders as a dataset (both input
+pipelines, the same batches), training and fine-tuning from it, readable
+predictions, and one line for every bad folder; nothing is ever written into
+the user's folder."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import keras_gresnet
+from keras_gresnet import data, finetune, predictions
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tree(folder):
+    return {str(p.relative_to(folder)): p.read_bytes()
+            for p in sorted(Path(folder).rglob("*")) if p.is_file()}
+
+
+def picture(path, size=(8, 6), value=100, mode="RGB"):
+    """A PNG of ``size`` (width, height) whose pixels are ``value`` plus the
+    column index (so a crop or a flip shows)."""
+    width, height = size
+    channels = 3 if mode == "RGB" else 1
+    array = (value + np.arange(width)[None, :, None] + np.zeros((height, 1, channels))).astype(
+        np.uint8)
+    Image.fromarray(array[..., 0] if mode == "L" else array, mode).save(path)
+
+
+@pytest.fixture
+def pets(tmp_path):
+    """cat/ (grey, 8x6) and dog/ (RGB, 8x6, one 12x6): 6 pictures each."""
+    root = tmp_path / "pets"
+    for name, mode, value in (("cat", "L", 10), ("dog", "RGB", 200)):
+        (root / name).mkdir(parents=True)
+        for i in range(6):
+            picture(root / name / f"{i}.png", size=(12, 6) if (name, i) == ("dog", 5) else (8, 6),
+                    value=value + i, mode=mode)
+    (root / "README.txt").write_text("a stray file beside the classes is ignored")
+    (root / "cat" / ".DS_Store").write_bytes(b"\0hidden files are skipped")
+    return root
+
+
+def test_a_folder_reads_as_classes_sizes_and_a_seeded_split(pets):
+    before = tree(pets)
+    folder = data.read_image_folder(pets, seed=3)
+    assert folder["class_names"] == ["cat", "dog"]
+    assert folder["image_shape"] == (6, 8, 3)  # the most common size; RGB present
+    (x, y), (xt, yt) = folder["train"], folder["test"]
+    assert x.dtype == np.uint8 and x.shape[1:] == (6, 8, 3) and y.dtype == np.int32
+    assert sorted(np.bincount(np.concatenate([y, yt]))) == [6, 6]
+    assert np.bincount(yt).tolist() == [1, 1]  # 0.2 of 6, rounded, per class
+    again = data.read_image_folder(pets, seed=3)
+    np.testing.assert_array_equal(again["test"][0], xt)
+    assert tree(pets) == before  # nothing written into the user's folder
+    # grey pictures converted to RGB: three equal channels
+    cats = np.concatenate([x[y == 0], xt[yt == 0]])
+    assert np.all(cats[..., 0] == cats[..., 2])
+
+
+def test_pictures_are_centre_cropped_then_resized_to_a_models_input(pets):
+    folder = data.read_image_folder(pets, image_shape=(6, 8, 1))
+    (x, y), (xt, yt) = folder["train"], folder["test"]
+    images = np.concatenate([x, xt])
+    assert images.shape[1:] == (6, 8, 1)
+    # dog 5 is 12x6: its centre 8 columns (2..9) of value 205 + column
+    wide = Image.open(pets / "dog" / "5.png").convert("L")
+    expected = np.asarray(wide)[:, 2:10]
+    assert any(np.array_equal(image[..., 0], expected) for image in images)
+    flat = data.read_image_folder(pets, image_shape=(36,))  # an MLP's 6x6 grey pixels
+    assert flat["image_shape"] == (6, 6, 1)
+
+
+def test_train_and_test_subfolders_are_the_split(tmp_path):
+    root = tmp_path / "digits"
+    for split, count in (("train", 3), ("test", 2)):
+        for name in ("a", "b"):
+            (root / split / name).mkdir(parents=True)
+            for i in range(count):
+                picture(root / split / name / f"{i}.png", mode="L")
+    folder = data.read_image_folder(root)
+    assert len(folder["train"][1]) == 6 and len(folder["test"][1]) == 4
+    assert folder["image_shape"] == (6, 8, 1)  # all grey: one channel
+    (root / "test" / "c").mkdir()
+    picture(root / "test" / "c" / "0.png")
+    with pytest.raises(ValueError, match=r"train/ has classes \['a', 'b'\] and test/"):
+        data.read_image_folder(root)
+
+
+def five_cats(root):
+    (root / "cat").mkdir()
+    for i in range(5):
+        picture(root / "cat" / f"{i}.png")
+    return root / "cat"
+
+
+@pytest.mark.parametrize("make,words", [
+    (lambda root: None, "holds no class folders"),
+    (lambda root: (root / "cat").mkdir(), "holds no pictures"),
+    (lambda root: (five_cats(root) / "a.png").write_text("not a png"), "a.png is not a picture"),
+    (lambda root: os.symlink("/etc/hostname", five_cats(root) / "x.png"), "is a link out of"),
+    (lambda root: (five_cats(root), picture(root / "dog.png"), (root / "dog").mkdir()),
+     "dog holds no pictures"),
+])
+def test_bad_folders_are_one_line_naming_the_file(tmp_path, make, words):
+    root = tmp_path / "bad"
+    root.mkdir()
+    make(root)
+    before = tree(root)
+    with pytest.raises(ValueError, match=words) as error:
+        data.read_image_folder(root)
+    assert "\n" not in str(error.value)
+    assert tree(root) == before
+    with pytest.raises(ValueError, match="does not exist or is not a folder"):
+        data.read_image_folder(tmp_path / "missing")
+
+
+def test_both_pipelines_cut_the_same_batches_from_a_folder(pets):
+    kwargs = dict(data_dir=str(pets), batch_size=4, preprocessing="mean", augment=True, seed=2)
+    tf_data = data.pipeline("folder", input_pipeline="tf_data", **kwargs)
+    numpy = data.pipeline("folder", input_pipeline="numpy", **kwargs)
+    assert tf_data.config["class_names"] == ["cat", "dog"] and tf_data.num_classes == 2
+    assert tf_data.input_shape == (6, 8, 3)
+    a = [(np.asarray(x), np.asarray(y)) for x, y in tf_data.train_epochs(0, 2)]
+    b = [numpy.train_epochs(0, 2)[i] for i in range(len(numpy.train_epochs(0, 2)))]
+    assert len(a) == len(b) == 2 * tf_data.steps_per_epoch
+    for (xa, ya), (xb, yb) in zip(a, b):
+        np.testing.assert_array_equal(xa, np.asarray(xb))
+        np.testing.assert_array_equal(ya, np.asarray(yb))
+
+
+def test_decode_predictions_from_names_weights_and_a_run(tmp_path):
+    preds = np.array([[0.1, 0.7, 0.2], [0.5, 0.2, 0.3]])
+    assert keras_gresnet.decode_predictions(preds, ["a", "b", "c"], top=2) == [
+        [("b", 0.7), ("c", 0.2)], [("a", 0.5), ("c", 0.3)]]
+    ten = np.eye(10)[[9]]
+    assert keras_gresnet.decode_predictions(ten, "gresnet_mlp20_fashion_mnist", top=1) == [
+        [("Ankle boot", 1.0)]]
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps(
+        {"dataset": "folder", "data": {"class_names": ["x", "y", "z"], "preprocessing": None}}))
+    assert keras_gresnet.decode_predictions(preds, str(run), top=1)[0] == [("y", 0.7)]
+    with pytest.raises(ValueError, match="preds have 3 classes"):
+        keras_gresnet.decode_predictions(preds, "gresnet_mlp20_fashion_mnist")
+
+
+def test_finetune_from_a_folder_applies_the_sources_preprocessing(pets, monkeypatch):
+    """Raw pictures get the weights' preprocessing (GR's MNIST nets: / 255)
+    and the model's channels; the commonest mistakes are one line each."""
+    seen = {}
+    fit = finetune.keras.Model.fit
+
+    def spy(self, x=None, y=None, **kwargs):
+        seen.setdefault("x", np.asarray(x))
+        return fit(self, x, y, **kwargs)
+
+    monkeypatch.setattr(finetune.keras.Model, "fit", spy)
+    model, _ = finetune.finetune("gresnet_mlp2_fashion_mnist", str(pets), classes=2,
+                                 head_epochs=1, full_epochs=0, verbose=0)
+    x = seen["x"]
+    assert x.dtype == np.float32 and 0 <= x.min() and x.max() <= 1  # scaled once
+    assert model.output_shape == (None, 2)
+    with pytest.raises(ValueError, match="has 2 classes"):
+        finetune.finetune("gresnet_mlp2_fashion_mnist", str(pets), classes=3, verbose=0)
+    rgb = (np.zeros((4, 28, 28, 3), np.uint8), np.zeros(4, int))
+    with pytest.raises(ValueError, match="images have 3 channel"):
+        finetune.finetune("gresnet_mlp2_fashion_mnist", rgb, classes=2, verbose=0)
+    raw = (np.full((4, 28, 28, 1), 255.0), np.zeros(4, int))
+    with pytest.raises(ValueError, match="look like raw 0-255 pixels"):
+        finetune.finetune("gresnet_mlp2_fashion_mnist", raw, classes=2, verbose=0)
+    one_hot = (np.zeros((4, 28, 28, 1), np.uint8), np.eye(2)[[0, 1, 1, 0]])
+    finetune.finetune("gresnet_mlp2_fashion_mnist", one_hot, classes=2, head_epochs=1,
+                      full_epochs=0, verbose=0)  # one-hot labels accepted
+
+
+@pytest.mark.integration
+def test_folder_to_train_to_predict(pets, tmp_path):
+    """The newcomer's path: train on the folder, then predict its pictures
+    with class names and probabilities."""
+    run = tmp_path / "run"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    train = subprocess.run(
+        [sys.executable, "-m", "keras_gresnet.cli", "train", "gresnet_cifar", "--n", "1",
+         "--dataset", "folder", "--data-dir", str(pets), "--epochs", "2", "--batch-size", "4",
+         "--out", str(run)], capture_output=True, text=True, env=env, timeout=600)
+    assert train.returncode == 0, train.stderr[-2000:]
+    config = json.loads((run / "config.json").read_text())
+    assert config["data"]["class_names"] == ["cat", "dog"]
+    assert "--data-dir" in config["command"]
+    shown = subprocess.run(
+        [sys.executable, "-m", "keras_gresnet.cli", "predict", str(run),
+         str(pets / "cat" / "0.png"), str(pets / "dog" / "1.png"), "--top", "2"],
+        capture_output=True, text=True, env=env, timeout=600)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    lines = shown.stdout.strip().splitlines()
+    assert len(lines) == 2 and lines[0].startswith(str(pets / "cat" / "0.png") + ": ")
+    shares = [float(part.split()[-1].rstrip("%")) for part in lines[0].split(": ")[1].split(",")]
+    assert {part.split()[0] for part in lines[0].split(": ")[1].split(", ")} == {"cat", "dog"}
+    assert abs(sum(shares) - 100) < 0.2
+    missing = subprocess.run(
+        [sys.executable, "-m", "keras_gresnet.cli", "predict", str(run), "nope.png"],
+        capture_output=True, text=True, env=env, timeout=600)
+    assert missing.returncode == 2 and "nope.png: no such picture file" in missing.stderr
+
+
+def test_version_is_the_packages(capsys):
+    from keras_gresnet import cli
+
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out == f"keras-gresnet {keras_gresnet.__version__}\n"
