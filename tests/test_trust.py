@@ -267,8 +267,37 @@ def test_corrupt_history_names_the_file_and_the_run_resumes_once_fixed(tmp_path,
     assert train(out) == 2
     one_error_line(capsys, "history.csv")
     assert tree(out) == before
+    header, first = good.splitlines()[:2]
+    loss = header.split(",").index("loss")
+    for rows, words in (([first, first], "epoch 0 after 0"),
+                        ([first.replace("0,", "-5,", 1)], "epoch -5"),
+                        ([",".join("inf" if i == loss else v for i, v in
+                                   enumerate(first.split(",")))], "loss is infinite")):
+        (out / "history.csv").write_text("\n".join([header, *rows]) + "\n")
+        before = tree(out)
+        assert train(out) == 2
+        one_error_line(capsys, "history.csv", words)
+        assert tree(out) == before
     (out / "history.csv").write_text(good)
     assert train(out) == 0
+
+
+@pytest.mark.parametrize("key,value", [("data_dir", 12345), ("seed", "zz"),
+                                       ("max_test_examples", "abc"), ("model_kwargs", [1])])
+def test_a_config_with_values_of_the_wrong_type_is_one_line(finished, tmp_path, capsys,
+                                                           key, value):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    config = json.loads((run / "config.json").read_text())
+    config[key] = value
+    (run / "config.json").write_text(json.dumps(config))
+    assert cli.main(["evaluate", str(run)]) == 2
+    one_error_line(capsys, "config.json", key)
+    (run / "config.json").write_text("[" * 100_000 + "]" * 100_000)
+    assert cli.main(["evaluate", str(run)]) == 2
+    one_error_line(capsys, "config.json")
 
 
 def test_keras_files_keras_cannot_read_are_one_line(tmp_path, capsys):
@@ -278,9 +307,20 @@ def test_keras_files_keras_cannot_read_are_one_line(tmp_path, capsys):
         archive.writestr("metadata.json", json.dumps({"keras_version": "3.15.1"}))
     junk = tmp_path / "junk.keras"
     junk.write_bytes(b"not a zip")
-    for path in (bad, junk):
+    deep = tmp_path / "deep.keras"  # a config nested 100,000 deep
+    with zipfile.ZipFile(deep, "w") as archive:
+        archive.writestr("config.json", "[" * 100_000 + "]" * 100_000)
+        archive.writestr("metadata.json", json.dumps({"keras_version": "3.15.1"}))
+    device = tmp_path / "device.keras"
+    device.symlink_to("/dev/zero")
+    truncated = tmp_path / "truncated.keras"
+    truncated.write_bytes(bad.read_bytes()[:40])
+    for path in (bad, junk, deep, device, truncated):
         assert cli.main(["evaluate", str(path), "--dataset", "fashion_mnist"]) == 2
         one_error_line(capsys, path.name)
+        assert cli.main(["export", str(path), "--out", str(tmp_path / "out.onnx")]) == 2
+        one_error_line(capsys, path.name)
+        assert not (tmp_path / "out.onnx").exists()
 
 
 @pytest.mark.integration

@@ -39,6 +39,7 @@ from keras_gresnet.files import (
     atomic_path, remove_stale_temporaries, temporary_target, write_csv, write_json,
 )
 from keras_gresnet.layers import gate_layers
+from keras_gresnet.weights.loading import load_model_file  # noqa: F401 (the one safe loader)
 from keras_gresnet.training.tensorboard import RUNS as TENSORBOARD_RUNS
 from keras_gresnet.training.tensorboard import TENSORBOARD
 
@@ -56,6 +57,19 @@ _VOLATILE = ("command", "versions")
 # Keys added to the config since the first runs: a config.json without one
 # was trained with its value here.
 _ADDED = {"dtype_policy": "float32"}
+# The types of the config's values that reading a run relies on.
+_CONFIG_TYPES = (
+    ("model", lambda v: isinstance(v, str) and v != "", "a model name"),
+    ("dataset", lambda v: isinstance(v, str) and v != "", "a dataset name"),
+    ("model_kwargs", lambda v: isinstance(v, dict), "a mapping of builder arguments"),
+    ("seed", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+     "an integer >= 0"),
+    ("data_dir", lambda v: v is None or isinstance(v, str), "null or a folder"),
+    ("max_train_examples", lambda v: v is None or (isinstance(v, int) and not isinstance(
+        v, bool) and v >= 1), "null or an integer >= 1"),
+    ("max_test_examples", lambda v: v is None or (isinstance(v, int) and not isinstance(
+        v, bool) and v >= 1), "null or an integer >= 1"),
+)
 _CHECKPOINT = re.compile(r"^epoch-\d{5,}\.weights\.h5$")
 _PRUNED = re.compile(r"^pruned-\d+\.keras$")  # what `keras-gresnet prune RUN` writes
 _EVENTS = re.compile(r"^events\.out\.tfevents\.\d+\..+$")  # tf.summary's file names
@@ -119,13 +133,20 @@ def read_history(path):
     """
     path = _in_run(path, HISTORY)
     columns, rows = _read_csv(path, HISTORY_COLUMNS)
-    return {
+    history = {
         column: [
             _number(row[column], int if column == "epoch" else float, path, line, column)
             for line, row in enumerate(rows, start=2)
         ]
         for column in columns
     }
+    epochs = history["epoch"]
+    bad = next((i for i, e in enumerate(epochs) if e < 0 or (i and e <= epochs[i - 1])), None)
+    if bad is not None:
+        raise ValueError(f"{path}, line {bad + 2}: epoch {epochs[bad]} after "
+                         f"{epochs[bad - 1] if bad else 'none'}; a history's epochs count up "
+                         f"from 0, once each")
+    return history
 
 
 def read_gates(path):
@@ -149,6 +170,13 @@ def _history_rows(path):
     if not path.exists():
         return []
     columns = read_history(path)
+    # A run resumes only from finite epochs: this package stops a run at the
+    # first non-finite loss, so an infinite value was not written by it.
+    for column, values in columns.items():
+        infinite = next((i for i, v in enumerate(values) if math.isinf(v)), None)
+        if infinite is not None:
+            raise ValueError(f"{path}, line {infinite + 2}: {column} is infinite; a run "
+                             f"resumes from finite epochs only")
     return [dict(zip(columns, values)) for values in zip(*columns.values())]
 
 
@@ -315,8 +343,9 @@ def _read_config(path):
     ``ValueError`` naming the file otherwise."""
     try:
         config = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path}: not a readable JSON config ({error})") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+        first = (str(error).splitlines() or [type(error).__name__])[0][:200]
+        raise ValueError(f"{path}: not a readable JSON config ({first})") from None
     if not isinstance(config, dict):
         raise ValueError(f"{path}: must hold a JSON object (a keras-gresnet run config), "
                          f"got {type(config).__name__}")
@@ -324,6 +353,11 @@ def _read_config(path):
     if missing or not isinstance(config.get("recipe"), dict):
         raise ValueError(f"{path} is not a keras-gresnet run config (it lacks "
                          f"{missing or ['recipe']}); this folder is not a run folder")
+    for key, kind, accepted in _CONFIG_TYPES:
+        value = config.get(key)
+        if key in config and not kind(value):
+            raise ValueError(f"{path}: {key}={value!r} is not {accepted}; this config was "
+                             f"not written by keras-gresnet (or was edited)")
     return config
 
 
@@ -491,18 +525,6 @@ def finish(out, model, results, gates, dataset):
 
 # --------------------------------------------------------------------------
 # Reading a finished run.
-
-
-def load_model_file(path, compile=True):
-    """A ``.keras`` file, loaded with ``safe_mode=True`` (no code from the
-    file runs); ``ValueError`` naming the file when Keras cannot read it.
-    ``compile``: Keras' own (also restore the optimizer, loss and metrics)."""
-    try:
-        return keras.saving.load_model(path, compile=compile, safe_mode=True)
-    except (ValueError, TypeError, KeyError, OSError, AttributeError) as error:
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise ValueError(f"{path}: not a loadable .keras model ({type(error).__name__}: "
-                         f"{first[:300]})") from None
 
 
 def load_run(path):

@@ -7,7 +7,10 @@ stay importable without them.
 """
 
 import logging
+import os
+import stat
 import warnings
+import zipfile
 
 import h5py
 
@@ -116,3 +119,31 @@ def copy_weights(source, model, *, include_top, classes, what):
             f"{unused[:5]}{'...' if len(unused) > 5 else ''}"
         )
     return model
+
+
+def load_model_file(path, compile=True):
+    """A ``.keras`` file, loaded with ``safe_mode=True`` (no code from the
+    file runs): the one safe loader every command uses. The package's layers
+    and optimizers are registered first. ``ValueError`` naming the file when
+    it is not a regular file or Keras cannot read it (text, a truncated zip,
+    a Lambda layer, a config nested 100k deep, a link to a device).
+    ``compile``: Keras' own (also restore the optimizer, loss and metrics)."""
+    import keras
+
+    import keras_gresnet.layers  # noqa: F401 (registers the package's layers)
+    import keras_gresnet.optimizers  # noqa: F401 (and optimizers)
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as error:
+        raise ValueError(f"{path}: cannot be read ({error.strerror})") from None
+    if not stat.S_ISREG(mode):
+        raise ValueError(f"{path}: not a regular file (a device, a folder or a pipe); a "
+                         f".keras model is a zip file")
+    try:
+        return keras.saving.load_model(path, compile=compile, safe_mode=True)
+    except (ValueError, TypeError, KeyError, OSError, AttributeError, RecursionError,
+            MemoryError, UnicodeDecodeError, zipfile.BadZipFile) as error:
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ValueError(f"{path}: not a loadable .keras model ({type(error).__name__}: "
+                         f"{first[:300]})") from None

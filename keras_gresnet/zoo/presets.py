@@ -19,7 +19,12 @@ from keras_gresnet.weights import (
     list_weights, published, weights_path,
 )
 from keras_gresnet.weights.fitting import canonical, describe_call
-from keras_gresnet.weights.loading import copy_weights, head_layer, load_exact
+from keras_gresnet.weights.loading import (
+    copy_weights,
+    head_layer,
+    load_exact,
+    load_model_file,
+)
 from keras_gresnet.zoo import hub
 from keras_gresnet.zoo.registry import get_model
 
@@ -33,7 +38,7 @@ def weight_entries():
 def _entry_model(entry, path):
     """The model the entry's file was saved from, loaded from ``path``."""
     if path.name.endswith(".keras"):
-        return keras.saving.load_model(path, compile=False, safe_mode=True)
+        return load_model_file(path, compile=False)
     model = get_model(
         entry["builder"], **entry["builder_kwargs"],
         input_shape=tuple(entry["input_shape"]), classes=entry["classes"],
@@ -55,7 +60,7 @@ def source_model(name_or_path, cache_dir=None):
     if is_preset(path) or (path.name == PRESET_WEIGHTS and is_preset(path.parent)):
         return from_preset(path if path.is_dir() else path.parent)
     if path.is_file() and path.name.endswith(".keras"):
-        return keras.saving.load_model(path, compile=False, safe_mode=True)
+        return load_model_file(path, compile=False)
     if path.is_file() and path.name.endswith(".weights.h5"):
         return None
     raise ValueError(
