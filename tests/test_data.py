@@ -270,6 +270,22 @@ def test_corrupt_file_in_data_dir_is_reported(mnist_dir):
         data.load("mnist", "train", data_dir=str(folder))
 
 
+def test_tensorflow_datasets_never_writes_into_the_users_folder(tmp_path, monkeypatch):
+    """tfds prepares its files in the package's cache ($KERAS_HOME), not in
+    the data_dir the user passed (which a later image-folder reader would
+    see as more classes)."""
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras_home"))
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    with pytest.raises(data.DatasetNotFoundError) as error:
+        data.load("cifar10", "train", data_dir=str(mine), download=False)
+    assert list(mine.iterdir()) == []
+    assert str(tmp_path / "keras_home" / "tensorflow_datasets") in str(error.value)
+    with tfds.testing.mock_data(num_examples=8):
+        data.load("cifar10", "train", data_dir=str(mine))
+    assert list(mine.iterdir()) == []
+
+
 def test_missing_source_message(tmp_path):
     with pytest.raises(data.DatasetNotFoundError) as error:
         data.load("cifar10", "train", data_dir=str(tmp_path), download=False)

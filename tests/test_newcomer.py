@@ -72,3 +72,13 @@ def test_tensorflow_start_up_lines_stay_off_the_terminal_on_jax(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     for line in ("cudart_stub", "oneDNN custom operations", "absl::InitializeLog"):
         assert line not in proc.stderr, proc.stderr
+
+
+def test_a_bad_hub_setting_is_one_line_naming_it():
+    code = ("import sys\nfrom keras_gresnet import cli\n"
+            "sys.exit(cli.main(['export', 'hf://owner/name', '--out', 'x.onnx']))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**ENV, "HF_HUB_ETAG_TIMEOUT": "abc"}, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "HF_HUB_ETAG_TIMEOUT" in lines[0], proc.stderr

@@ -10,7 +10,7 @@ import os
 import numpy as np
 
 from keras_gresnet._checks import check_choice
-from keras_gresnet._paths import datasets_folder
+from keras_gresnet._paths import datasets_folder, keras_home
 from keras_gresnet.data.datasets import DATASETS, SPLITS
 from keras_gresnet.data.readers import read_cifar_split, read_idx_split
 
@@ -49,12 +49,22 @@ def _read_tfds(info, split, data_dir, download):
     # TensorFlow with it), and only this last source needs it.
     import tensorflow_datasets as tfds
 
+    # tfds prepares its own files (downloads/, incomplete.* folders) in the
+    # package's cache, never in a folder the user passed: data_dir holds the
+    # user's files and is only read.
     dataset = tfds.load(
-        info.name, split=split, data_dir=data_dir, download=download, as_supervised=True
+        info.name, split=split, data_dir=str(tfds_folder()), download=download,
+        as_supervised=True,
     )
     # Batches rather than batch_size=-1, which crashes under tfds' mock_data.
     parts = list(tfds.as_numpy(dataset.batch(10_000)))
     return np.concatenate([x for x, _ in parts]), np.concatenate([y for _, y in parts])
+
+
+def tfds_folder():
+    """``{keras_home}/tensorflow_datasets``: where tensorflow_datasets
+    downloads and prepares what this package asks of it."""
+    return keras_home() / "tensorflow_datasets"
 
 
 def _not_found_message(info, split, data_dir, tfds_error):
@@ -73,10 +83,10 @@ def _not_found_message(info, split, data_dir, tfds_error):
     if info.home_dir:
         lines.append(f"  - {datasets_folder() / info.home_dir}")
     lines += [
-        f"  - tensorflow_datasets.load({info.name!r}, data_dir={data_dir!r}): "
+        f"  - tensorflow_datasets.load({info.name!r}, data_dir={str(tfds_folder())!r}): "
         f"{type(tfds_error).__name__}: {tfds_error}",
-        "To get it: run once where there is a network (tensorflow_datasets downloads "
-        "and prepares it under data_dir)",
+        f"To get it: run once where there is a network (tensorflow_datasets downloads "
+        f"and prepares it in {tfds_folder()})",
     ]
     if info.system_package:
         lines.append(f"  or: apt-get install {info.system_package}")

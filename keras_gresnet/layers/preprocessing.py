@@ -88,11 +88,19 @@ class PixelNormalization(keras.layers.Layer):
         channels: the channel count where both are left out (``"scale"``).
     """
 
-    def __init__(self, method="scale", mean=None, std=None, channels=None, **kwargs):
+    def __init__(self, method="scale", mean=None, std=None, channels=None,
+                 data_format="channels_last", **kwargs):
         kwargs.setdefault("dtype", "float32")
         super().__init__(**kwargs)
         self.method, self.mean, self.std = pixel_statistics(method, mean, std, channels)
+        if data_format not in ("channels_last", "channels_first"):
+            raise ValueError(f"data_format must be 'channels_last' or 'channels_first', got "
+                             f"{data_format!r}")
+        self.data_format = data_format
         self._scale, self._offset = scale_offset(self.mean, self.std)
+        if data_format == "channels_first":  # per channel on axis 1: (C, 1, 1)
+            self._scale = [[[v]] for v in self._scale]
+            self._offset = [[[v]] for v in self._offset]
 
     def call(self, inputs):
         x = ops.cast(inputs, "float32")
@@ -103,4 +111,4 @@ class PixelNormalization(keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "method": self.method, "mean": list(self.mean),
-                "std": list(self.std)}
+                "std": list(self.std), "data_format": self.data_format}

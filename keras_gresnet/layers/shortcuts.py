@@ -18,33 +18,48 @@ class ZeroPadShortcut(keras.layers.Layer):
     Args:
         filters: output channels (at least the input's).
         stride: subsampling of both spatial axes.
+        data_format: ``"channels_last"`` (the default, and what a saved
+            config without it was) or ``"channels_first"``.
     """
 
-    def __init__(self, filters, stride=1, **kwargs):
+    def __init__(self, filters, stride=1, data_format="channels_last", **kwargs):
         super().__init__(**kwargs)
         self.filters = int(filters)
         self.stride = int(stride)
+        if data_format not in ("channels_last", "channels_first"):
+            raise ValueError(f"data_format must be 'channels_last' or 'channels_first', got "
+                             f"{data_format!r}")
+        self.data_format = data_format
+        self._axis = -1 if data_format == "channels_last" else 1
 
     def build(self, input_shape):
-        if input_shape[-1] > self.filters:
+        if input_shape[self._axis] > self.filters:
             raise ValueError(
                 f"ZeroPadShortcut pads channels: filters={self.filters} is fewer than the "
-                f"input's {input_shape[-1]}")
+                f"input's {input_shape[self._axis]}")
 
     def call(self, x):
         s = self.stride
+        first = self.data_format == "channels_first"
         if s > 1:
-            x = x[:, ::s, ::s, :]
-        extra = self.filters - x.shape[-1]
-        return ops.pad(x, [[0, 0], [0, 0], [0, 0], [0, extra]]) if extra else x
+            x = x[:, :, ::s, ::s] if first else x[:, ::s, ::s, :]
+        extra = self.filters - x.shape[self._axis]
+        if not extra:
+            return x
+        pads = [[0, 0], [0, extra], [0, 0], [0, 0]] if first else \
+            [[0, 0], [0, 0], [0, 0], [0, extra]]
+        return ops.pad(x, pads)
 
     def compute_output_shape(self, input_shape):
         def sub(d):
             return None if d is None else (d + self.stride - 1) // self.stride
+        if self.data_format == "channels_first":
+            return (input_shape[0], self.filters, sub(input_shape[2]), sub(input_shape[3]))
         return (input_shape[0], sub(input_shape[1]), sub(input_shape[2]), self.filters)
 
     def get_config(self):
-        return {**super().get_config(), "filters": self.filters, "stride": self.stride}
+        return {**super().get_config(), "filters": self.filters, "stride": self.stride,
+                "data_format": self.data_format}
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)

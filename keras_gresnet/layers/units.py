@@ -129,11 +129,18 @@ def check_unit_args(
         )
 
 
+def channel_axis():
+    """The channel axis of the images Keras is set to build for:
+    ``keras.config.image_data_format()``'s -1 (channels_last) or 1."""
+    return -1 if keras.config.image_data_format() == "channels_last" else 1
+
+
 def _ops(x, ops, name, bn_momentum, bn_epsilon):
     for op in ops:
         if op == "bn":
             x = BatchNormalization(
-                axis=-1, momentum=bn_momentum, epsilon=bn_epsilon, name=f"{name}_bn"
+                axis=channel_axis(), momentum=bn_momentum, epsilon=bn_epsilon,
+                name=f"{name}_bn"
             )(x)
         else:
             x = keras.layers.Activation("relu", name=f"{name}_relu")(x)
@@ -268,7 +275,10 @@ def residual_unit(
     layout = BLOCKS[block]
     preact = unit in PREACT_UNITS
     out_filters = filters * (expansion if block == "bottleneck" else 1)
-    in_filters = x.shape[-1]
+    in_filters = x.shape[channel_axis()]
+    if shortcut in ("exclusive_gating", "shortcut_gating") and channel_axis() != -1:
+        raise ValueError(f"shortcut={shortcut!r} gates over the last axis: build it with "
+                         f"keras.config.set_image_data_format('channels_last')")
     if shortcut_projection == "zero_pad" and in_filters > out_filters and shortcut != "conv":
         raise ValueError(
             f"shortcut_projection='zero_pad' pads x with zero channels and cannot narrow "
@@ -300,7 +310,8 @@ def residual_unit(
         if not preact:  # fb models/resnet.lua:33-34; none in preresnet.lua:33-34
             h = _ops(h, ("bn",), f"{name}0", bn_momentum, bn_epsilon)
     elif widens:
-        h = ZeroPadShortcut(out_filters, stride, name=f"{name}0_zero_pad")(source)
+        h = ZeroPadShortcut(out_filters, stride, data_format=keras.config.image_data_format(),
+                            name=f"{name}0_zero_pad")(source)
     elif stride != 1:
         h = keras.layers.MaxPooling2D(1, strides=stride, name=f"{name}0_pool")(source)
     else:

@@ -177,6 +177,11 @@ def resolve_config(
     (``"mixed_float16"`` compiles with Keras' loss scaling; the classifier
     stays float32).
     """
+    if keras.config.image_data_format() != "channels_last":
+        raise ValueError(
+            "train() feeds channels_last batches (the pipelines' NHWC images); call "
+            "keras.config.set_image_data_format('channels_last') before training (a "
+            "channels_first model of the zoo takes the trained weights as they are)")
     builder = zoo.model_builder(model)
     dataset = default_dataset(model) if dataset is None else dataset
     check_choice(dataset, "dataset", (*data.DATASETS, data.IMAGENET, data.FOLDER))

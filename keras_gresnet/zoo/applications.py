@@ -117,8 +117,13 @@ def check_common(
         fitting.check_argument(weights, builder)
     if input_shape is None and input_tensor is not None:
         input_shape = tuple(input_tensor.shape[1:])
+    # Image models follow keras.config.image_data_format(); the defaults and
+    # the registry's shapes are (height, width, channels).
+    first = min_size is not None and keras.config.image_data_format() == "channels_first"
     if input_shape is None:  # Keras Applications: the weights decide the default
         input_shape = tuple(entry["input_shape"]) if entry else default_shape
+        if first and len(input_shape) == 3:
+            input_shape = (input_shape[2], input_shape[0], input_shape[1])
     try:
         input_shape = tuple(None if d is None else int(d) for d in input_shape)
     except (TypeError, ValueError):
@@ -131,16 +136,13 @@ def check_common(
             )
     else:
         if len(input_shape) != 3:
+            example = (default_shape[2], *default_shape[:2]) if first else default_shape
             raise ValueError(
-                f"input_shape of {builder} must have rank 3 (height, width, "
-                f"channels), e.g. {default_shape}, got {input_shape!r}"
+                f"input_shape of {builder} must have rank 3 "
+                f"({'channels, height, width' if first else 'height, width, channels'}), "
+                f"e.g. {example}, got {input_shape!r}"
             )
-        if keras.config.image_data_format() != "channels_last":
-            raise ValueError(
-                "keras_gresnet builds channels_last models; set "
-                "keras.config.set_image_data_format('channels_last')"
-            )
-        h, w, c = input_shape
+        c, h, w = input_shape if first else (input_shape[2], *input_shape[:2])
         if c is None or c < 1:
             raise ValueError(f"input_shape must have a known channel count >= 1, got {input_shape!r}")
         for d in (h, w):
@@ -191,7 +193,7 @@ def check_preprocessing(builder, include_preprocessing, weights, input_shape):
     if unknown or "method" not in statistics:
         raise ValueError(
             f"include_preprocessing must be {STATISTICS_FORM}, got {statistics!r}")
-    channels = input_shape[-1]
+    channels = input_shape[0 if _channels_first(input_shape) else -1]
     method, mean, std = pixel_statistics(statistics["method"], statistics.get("mean"),
                                          statistics.get("std"), channels)
     allowed = (channels, 1) if len(input_shape) == 1 else (channels,)
@@ -214,8 +216,16 @@ def model_input(input_tensor, input_shape, preprocessing=None):
         sources = keras.utils.get_source_inputs(input_tensor)
         inputs, x = (sources[0] if len(sources) == 1 else sources), input_tensor
     if preprocessing is not None:
-        x = PixelNormalization(**preprocessing, name="preprocessing")(x)
+        data_format = "channels_first" if _channels_first(tuple(x.shape[1:])) else \
+            "channels_last"
+        x = PixelNormalization(**preprocessing, data_format=data_format,
+                               name="preprocessing")(x)
     return inputs, x
+
+
+def _channels_first(input_shape):
+    """Whether ``input_shape`` is an image in Keras' channels_first format."""
+    return len(input_shape) == 3 and keras.config.image_data_format() == "channels_first"
 
 
 def head_dtype():

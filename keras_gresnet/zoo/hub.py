@@ -9,6 +9,7 @@ checked without it, and this module imports neither it nor Keras.
 """
 
 import json
+import os
 import re
 import sys
 
@@ -85,6 +86,10 @@ def hub_module():
         raise HubNotInstalledError(
             f"presets on the Hugging Face Hub need huggingface_hub: {INSTALL_HINT}"
         ) from None
+    except ValueError as error:  # its settings are read at import: HF_HUB_ETAG_TIMEOUT=abc
+        settings = sorted(k for k in os.environ if k.startswith("HF_"))
+        raise ValueError(f"huggingface_hub refuses its settings ({' '.join(str(error).split())}); "
+                         f"check the environment variables {', '.join(settings)}") from None
     return huggingface_hub
 
 

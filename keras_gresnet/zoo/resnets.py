@@ -19,6 +19,7 @@ from keras_gresnet.layers import (
     BLOCKS,
     PREACT_UNITS,
     BatchNormalization,
+    channel_axis,
     check_unit_args,
     conv,
     residual_unit,
@@ -182,7 +183,8 @@ def resnet(stage_sizes, widths, *, stem="cifar", stem_filters=16, stride_positio
         # ImageNet stem keeps BN-ReLU before the max-pool in every variant.
         stem_bn = not preact or stem == "imagenet"
 
-    bn = dict(momentum=options["bn_momentum"], epsilon=options["bn_epsilon"])
+    bn = dict(momentum=options["bn_momentum"], epsilon=options["bn_epsilon"],
+              axis=channel_axis())
     inputs, x = model_input(input_tensor, input_shape, preprocessing)
     stem_bias = options["conv_bias"] and not stem_bn
     init = options["kernel_initializer"]
@@ -207,7 +209,7 @@ def resnet(stage_sizes, widths, *, stem="cifar", stem_filters=16, stride_positio
                 strided = b == n - 1 and s < last_stage
             preact_type = None
             if preact:
-                changes = x.shape[-1] != out_widths[s]
+                changes = x.shape[channel_axis()] != out_widths[s]
                 shared = b == 0 if both_preact == "first" else changes
                 preact_type = "both_preact" if shared else "branch"
                 if s == 0 and b == 0 and stem_bn:
