@@ -6,7 +6,7 @@ so ``import keras_gresnet`` and the command line start without TensorFlow.
 
 import importlib
 
-__version__ = "0.1.0"
+from keras_gresnet._version import __version__
 
 _SUBMODULES = (
     "analysis", "cli", "convert", "data", "export", "files", "finetune", "layers", "optimizers",

@@ -427,7 +427,7 @@ def build_parser():
     )
     parser.add_argument("--debug", action="store_true",
                         help="show the full traceback of every error")
-    from keras_gresnet import __version__
+    from keras_gresnet._version import __version__
 
     parser.add_argument("--version", action="version", version=f"keras-gresnet {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -55,9 +55,9 @@ from keras_gresnet import weights, zoo
 from keras_gresnet.data.datasets import DATASETS
 from keras_gresnet._checks import check_choice, check_int, check_positive
 from keras_gresnet.layers import all_layers
+from keras_gresnet.weights.loading import HEAD
 from keras_gresnet.training.runs import load_run
 
-HEAD = "predictions"  # the classifier's name in every zoo model (Keras Applications)
 VERBOSITIES = ("auto", 0, 1, 2)
 SCHEDULES = ("cosine", "constant")  # how a phase's learning rate moves over its epochs
 

@@ -17,7 +17,8 @@ PACKAGE = "keras_gresnet"
 # The one direction imports flow: a module may import its own part and the
 # parts before it, never one after it. Same-rank parts do not import each other.
 ORDER = [
-    ("_checks", "_cpu", "_paths", "_catalog", "_papers", "_pixels", "files", "optimizers"),
+    ("_version", "_checks", "_cpu", "_paths", "_catalog", "_papers", "_pixels", "files",
+     "optimizers"),
     ("layers",),
     ("weights",),
     ("zoo",),
@@ -30,6 +31,14 @@ ORDER = [
     ("cli",),
 ]
 RANK = {part: rank for rank, parts in enumerate(ORDER) for part in parts}
+# The root package is the facade above everything: it may name any module
+# (lazily), and no module imports it back (the version lives in _version).
+ROOT_PART = "<root>"
+RANK[ROOT_PART] = len(ORDER)
+
+
+def _part(module):
+    return module.split(".")[1] if "." in module else ROOT_PART
 KERAS_APPLICATIONS = ("include_top", "weights", "input_tensor", "input_shape", "pooling",
                       "classes", "classifier_activation", "name")
 
@@ -62,6 +71,9 @@ def _imported(module, path):
             names = [f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in MODULES
                      else node.module for alias in node.names]
         for name in names:
+            if name == PACKAGE:  # the root package itself (`from keras_gresnet import x`)
+                targets.add(PACKAGE)
+                continue
             if not name.startswith(PACKAGE + ".") or name not in MODULES:
                 continue
             # Importing a.b.c runs a/__init__ and a/b/__init__ first, but a
@@ -74,8 +86,7 @@ def _imported(module, path):
     return targets
 
 
-GRAPH = {module: _imported(module, path) for module, path in MODULES.items()
-         if module != PACKAGE}  # the top package imports nothing (lazy attributes)
+GRAPH = {module: _imported(module, path) for module, path in MODULES.items()}
 
 
 def _cycle(graph):
@@ -114,12 +125,13 @@ def test_no_import_cycle_among_the_package_modules():
 
 
 def test_imports_flow_one_way():
-    assert set(RANK) == {m.split(".")[1] for m in GRAPH}, "a part of the package has no rank"
+    assert set(RANK) == {_part(m) for m in GRAPH}, "a part of the package has no rank"
+    assert PACKAGE in GRAPH and f"{PACKAGE}._version" in GRAPH[PACKAGE]
     upward = []
     for module, targets in GRAPH.items():
-        part = module.split(".")[1]
+        part = _part(module)
         for target in targets:
-            other = target.split(".")[1]
+            other = _part(target)
             if other != part and RANK[other] >= RANK[part]:
                 upward.append(f"{module} imports {target}")
     assert not upward, upward

@@ -13,7 +13,7 @@ import os
 import re
 import sys
 
-from keras_gresnet import __version__
+from keras_gresnet._version import __version__
 from keras_gresnet.weights.download import sha256_of
 from keras_gresnet.weights.fitting import PRESET_CONFIG, PRESET_METADATA, PRESET_WEIGHTS
 from keras_gresnet.weights.registry import WeightsError, model_card, read_registry

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import keras
 
-from keras_gresnet import __version__
+from keras_gresnet._version import __version__
 from keras_gresnet.files import write_json, write_text
 from keras_gresnet.weights import (
     PRESET_CONFIG, PRESET_METADATA, PRESET_WEIGHTS, get_weights, is_path, is_preset,
