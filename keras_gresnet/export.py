@@ -119,28 +119,11 @@ def check_out(out, format, argument="out"):
 
 
 def _load_model(model):
-    """The ``keras.Model`` that ``model`` names: itself, a published weights
-    name, a ``.keras`` file, a preset folder or a training run folder."""
-    import keras
+    """The ``keras.Model`` that ``model`` names
+    (:func:`keras_gresnet.zoo.presets.resolve_model`)."""
+    from keras_gresnet.zoo.presets import resolve_model
 
-    if isinstance(model, keras.Model):
-        return model
-    if not isinstance(model, (str, os.PathLike)):
-        raise ValueError(f"model must be a keras.Model, a published weights name, a .keras "
-                         f"file, a preset folder or a run folder, got {type(model).__name__}")
-    from keras_gresnet.weights import PRESET_WEIGHTS
-    from keras_gresnet.zoo.presets import source_model
-
-    path = Path(model)
-    if path.is_dir() and not (path / PRESET_WEIGHTS).is_file():
-        from keras_gresnet.training import load_run  # a run folder, as `evaluate` reads it
-
-        return load_run(path)[0]
-    loaded = source_model(model)
-    if loaded is None:
-        raise ValueError(f"model {str(model)!r} is a bare .weights.h5, which holds no "
-                         f"architecture: export its .keras file, preset or run folder")
-    return loaded
+    return resolve_model(model)
 
 
 @contextlib.contextmanager

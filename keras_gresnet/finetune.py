@@ -56,7 +56,6 @@ from keras_gresnet.data.datasets import DATASETS
 from keras_gresnet._checks import check_choice, check_int, check_positive
 from keras_gresnet.layers import all_layers
 from keras_gresnet.weights.loading import HEAD
-from keras_gresnet.training.runs import load_run
 
 VERBOSITIES = ("auto", 0, 1, 2)
 SCHEDULES = ("cosine", "constant")  # how a phase's learning rate moves over its epochs
@@ -64,27 +63,16 @@ SCHEDULES = ("cosine", "constant")  # how a phase's learning rate moves over its
 
 def load_pretrained(source):
     """The model behind ``source``: a ``keras.Model`` as it is, a run folder
-    or ``.keras`` file (:func:`keras_gresnet.training.load_run`), a preset
-    folder or a published weights name (:func:`keras_gresnet.zoo.from_preset`)."""
-    if isinstance(source, keras.Model):
-        return source
-    if not isinstance(source, (str, os.PathLike)):
-        raise ValueError(
-            f"model must be a keras.Model, a run folder, a .keras file, a preset folder "
-            f"or a published weights name, got {source!r}"
-        )
-    path = Path(source)
-    if path.name.endswith(".weights.h5"):
-        raise ValueError(
-            f"model={str(source)!r}: a bare .weights.h5 holds no architecture; build "
-            f"the model with its zoo builder (weights=this file) and pass the model"
-        )
+    or ``.keras`` file, a preset folder or a published weights name
+    (:func:`keras_gresnet.zoo.presets.resolve_model`, the one resolver)."""
+    from keras_gresnet.zoo.presets import resolve_model
+
     try:
-        if path.suffix == ".keras" or (path / "model.keras").is_file():
-            return load_run(path)[0]
-        return zoo.from_preset(source)
+        return resolve_model(source)
     except ValueError as error:
-        raise ValueError(f"model={str(source)!r}: {error}") from None
+        message = str(error)
+        raise ValueError(message if message.startswith("model") else
+                         f"model={str(source)!r}: {message}") from None
 
 
 def _read_json(path):

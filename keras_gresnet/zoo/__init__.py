@@ -25,8 +25,8 @@ from keras_gresnet.weights.loading import transfer_weights
 from keras_gresnet.zoo.features import feature_extractor, stage_layers
 from keras_gresnet.zoo.mlps import gated_plain_mlp, gresnet_mlp, mlp, plain_mlp, resnet_mlp
 from keras_gresnet.zoo.presets import (
-    from_preset, load_into, save_preset, source_model, upload_preset, weight_entries,
-    weights_preset,
+    from_preset, load_into, resolve_model, save_preset, source_model, upload_preset,
+    weight_entries, weights_preset,
 )
 from keras_gresnet.zoo.registry import get_model, list_models, model_builder, register_model
 from keras_gresnet.zoo.resnets import (
@@ -48,6 +48,7 @@ __all__ = [
     "model_builder",
     "register_model",
     "resnet",
+    "resolve_model",
     "save_preset",
     "source_model",
     "stage_layers",

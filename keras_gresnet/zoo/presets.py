@@ -69,6 +69,35 @@ def source_model(name_or_path, cache_dir=None):
     )
 
 
+def resolve_model(source, cache_dir=None):
+    """The ``keras.Model`` that ``source`` names, the one answer every
+    command gives: a ``keras.Model`` as it is, a published weights name,
+    ``hf://owner/name``, a preset folder, a ``.keras`` file or a finished run
+    folder (its ``model.keras``). Files load with ``safe_mode=True``
+    (:func:`keras_gresnet.weights.loading.load_model_file`); anything else is
+    one ``ValueError`` saying what would be accepted."""
+    if isinstance(source, keras.Model):
+        return source
+    if not isinstance(source, (str, os.PathLike)):
+        raise ValueError(
+            f"model must be a keras.Model, a published weights name, hf://owner/name, a "
+            f"preset folder, a .keras file or a run folder, got {type(source).__name__}")
+    path = Path(source)
+    if path.name.endswith(".weights.h5"):
+        raise ValueError(
+            f"model={str(source)!r}: a bare .weights.h5 holds no architecture; build the "
+            f"model with its zoo builder (weights=this file), or pass its .keras file, "
+            f"preset or run folder")
+    if path.is_dir() and not (path / PRESET_WEIGHTS).is_file():  # a run folder
+        if not (path / "model.keras").is_file():
+            raise ValueError(
+                f"{str(path)!r} holds neither model.keras nor {PRESET_WEIGHTS}: not a "
+                f"finished run folder (an unfinished run resumes with its train command) "
+                f"nor a preset")
+        return load_model_file(path / "model.keras")
+    return source_model(source, cache_dir)
+
+
 def load_into(model, weights, *, include_top=None, classes=None, cache_dir=None):
     """Load weights, layer by layer by name, into the built zoo ``model``.
 
