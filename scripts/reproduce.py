@@ -31,6 +31,18 @@ def train_run(folder, model, *, model_kwargs, seed, **train_kwargs):
         return results
 
 
+def add_run_options(parser, collected):
+    """The options every reproduction script takes: where the data and the
+    results are, a smoke-run subset, and ``--no-train`` (only collect the
+    finished runs into ``collected``)."""
+    parser.add_argument("--data-dir")
+    parser.add_argument("--max-train-examples", type=int,
+                        help="a seeded subset of the training set (smoke runs)")
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--no-train", action="store_true",
+                        help=f"only collect finished runs into the {collected}")
+
+
 def summary(values):
     """``"m"`` for one value, ``"mean ± std (n=k)"`` for more, ``"-"`` for none."""
     values = [v for v in values if v != ""]

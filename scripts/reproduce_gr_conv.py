@@ -31,7 +31,7 @@ from keras_gresnet import files, training  # noqa: E402
 from keras_gresnet._papers import GR_CIFAR10_N5_ERROR  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reproduce import summary, train_run, welch  # noqa: E402
+from reproduce import add_run_options, summary, train_run, welch  # noqa: E402
 
 # name -> (builder, recipe overrides): GR Table 3's three columns at n=5
 NETS = {
@@ -121,12 +121,7 @@ def main(argv=None):
                         help="comma-separated, in order (default: all, in the plan's order)")
     parser.add_argument("--epochs", type=int, default=None,
                         help="override preact_mnist's 40 (smoke runs only)")
-    parser.add_argument("--data-dir")
-    parser.add_argument("--max-train-examples", type=int,
-                        help="a seeded subset of the training set (smoke runs)")
-    parser.add_argument("--out", default=None)
-    parser.add_argument("--no-train", action="store_true",
-                        help="only collect finished runs into the table")
+    add_run_options(parser, "table")
     args = parser.parse_args(argv)
     args.out = Path(args.out or f"zoo/results/{args.dataset}_conv")
     if not args.no_train:

@@ -30,7 +30,7 @@ from keras_gresnet import files, plots, training  # noqa: E402
 from keras_gresnet._papers import GR_MNIST_ERROR, GR_MNIST_MEAN_K  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reproduce import summary, train_run, welch_interval  # noqa: E402
+from reproduce import add_run_options, summary, train_run, welch_interval  # noqa: E402
 
 KINDS = ("plain", "resnet", "gresnet")
 LABELS = {"plain": "plain", "resnet": "ResNet", "gresnet": "GResNet",
@@ -198,12 +198,7 @@ def main(argv=None):
                         help="depths of the gated plain net (seed 0)")
     parser.add_argument("--optimizer-name",
                         help="override gr_mnist's optimizer (default keras1_nadam, GR's)")
-    parser.add_argument("--data-dir")
-    parser.add_argument("--max-train-examples", type=int,
-                        help="a seeded subset of the training set (smoke runs)")
-    parser.add_argument("--out", default=None)
-    parser.add_argument("--no-train", action="store_true",
-                        help="only collect finished runs into the tables and plots")
+    add_run_options(parser, "tables and plots")
     args = parser.parse_args(argv)
     unknown = sorted(set(args.kinds) - set(KINDS))
     if unknown:
