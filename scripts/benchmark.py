@@ -100,6 +100,7 @@ VARIANTS = {
     "torch-keras-kerasbn": dict(runner="keras", backend="torch", revert=("bn",)),
     "torch-keras-kerasconv": dict(runner="keras", backend="torch", revert=("conv",)),
     "torch-keras-keraslayers": dict(runner="keras", backend="torch", revert=("bn", "conv")),
+    "tf-kerasbn": dict(runner="keras", backend="tensorflow", revert=("bn",)),
     "tf-1thread": dict(runner="keras", backend="tensorflow",
                        env={"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"}),
     # ablations (where the time goes; not the zoo's nets): every BatchNorm an
