@@ -320,6 +320,8 @@ def cmd_predict(args, extra):
     """The top classes of each picture, with probabilities, from a model (a
     published weights name, a run or preset folder, a .keras file): the
     pictures fitted to its input and normalised as its source was."""
+    import numpy as np
+
     from keras_gresnet import finetune, predictions
 
     if extra:
@@ -337,7 +339,7 @@ def cmd_predict(args, extra):
                                   info["preprocessing"])
     if len(model.input_shape) == 2:  # a flat input (GR's MLPs take 784 pixels)
         x = x.reshape(len(x), -1)
-    probabilities = predictions.np.asarray(model.predict(x, verbose=0))
+    probabilities = np.asarray(model.predict(x, verbose=0))
     names = info["class_names"] or [str(i) for i in range(probabilities.shape[1])]
     top = min(args.top, probabilities.shape[1])
     for path, row in zip(args.images, predictions.decode_predictions(probabilities, names, top)):
