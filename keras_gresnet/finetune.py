@@ -220,11 +220,8 @@ def _folder_data(path, model, classes):
     fitted to ``model``'s input; ``classes`` must be the folder's count."""
     from keras_gresnet.data.folders import read_image_folder
 
-    shape = tuple(model.input_shape[1:])
-    if len(shape) == 1:
-        side = int(round(shape[0] ** 0.5))
-        shape = (side, side, 1)
-    folder = read_image_folder(path, image_shape=shape)
+    # a flat input (an MLP's 784 pixels) is a square grey picture there
+    folder = read_image_folder(path, image_shape=tuple(model.input_shape[1:]))
     found = len(folder["class_names"])
     if found != classes:
         raise ValueError(f"classes={classes}, but the picture folder {str(path)!r} has "

@@ -193,8 +193,8 @@ def pipeline(name, *, data_dir=None, download=True, preprocessing="scale", batch
         folder = read_image_folder(data_dir, image_shape=image_shape, seed=seed)
         info = DatasetInfo(FOLDER, folder["image_shape"], len(folder["class_names"]), "folder",
                            {}, class_names=tuple(folder["class_names"]))
-        splits, sources = _split(folder["train"], folder["test"], validation_split, seed,
-                                 max_train_examples, max_test_examples)
+        splits = _split(folder["train"], folder["test"], validation_split, seed,
+                        max_train_examples, max_test_examples)
         sources = folder["source"]
     else:
         info = DATASETS[name]
@@ -286,8 +286,8 @@ def _split_arrays(name, data_dir, download, validation_split, seed, max_train_ex
                                               download=download)
     test_images, test_labels, test_source = load_with_source(name, "test", data_dir=data_dir,
                                                              download=download)
-    splits, _ = _split((images, labels), (test_images, test_labels), validation_split, seed,
-                       max_train_examples, max_test_examples)
+    splits = _split((images, labels), (test_images, test_labels), validation_split, seed,
+                    max_train_examples, max_test_examples)
     return splits, {"train": source, "test": test_source}
 
 
@@ -297,9 +297,8 @@ def _split(train, test, validation_split, seed, max_train_examples, max_test_exa
     train_index, validation_index = split_indices(len(images), validation_split, seed)
     train_index = subset_indices(train_index, max_train_examples, seed)
     test_index = test_subset(len(test_images), max_test_examples, seed)
-    splits = {
+    return {
         "train": (images[train_index], labels[train_index]),
         "validation": (images[validation_index], labels[validation_index]),
         "test": (test_images[test_index], test_labels[test_index]),
     }
-    return splits, None
