@@ -337,6 +337,27 @@ def test_disk_full_is_one_line_and_the_run_resumes(tmp_path, capsys, monkeypatch
     assert train(out) == 0 and (out / "results.json").exists()
 
 
+@pytest.mark.integration
+def test_a_disk_too_full_for_the_epoch_backup_is_one_line_before_hdf5(tmp_path, capsys,
+                                                                      monkeypatch):
+    """h5py crashes the process (exit 139) when the disk fills in the middle of
+    a weights file: the backup is refused before HDF5 opens it, in one line,
+    and the run resumes once there is room."""
+    out = tmp_path / "run"
+    real = training.runs.shutil.disk_usage
+
+    def usage(path):
+        found = real(path)
+        return found._replace(free=1000) if Path(path).name == "backup" else found
+
+    monkeypatch.setattr(training.runs.shutil, "disk_usage", usage)
+    assert train(out) == 2
+    one_error_line(capsys, "epoch-00001.weights.h5", "No space left on device", "bytes")
+    assert sorted(p.name for p in (out / "backup").iterdir()) == []  # nothing half-written
+    monkeypatch.undo()
+    assert train(out) == 0 and (out / "results.json").exists()
+
+
 @pytest.mark.parametrize("args, words", [
     (["--count", "-1"], ["--count -1"]),
     (["--count", "0"], ["--count 0"]),

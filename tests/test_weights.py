@@ -323,6 +323,36 @@ def test_body_only_with_pooling_gives_the_source_features(registry, published, s
                                rtol=1e-6, atol=1e-6)
 
 
+def test_conv_weights_pick_their_input_shape(registry, published, server, monkeypatch):
+    """Keras Applications' rule for a conv entry: input_shape=None builds at the
+    entry's shape, another shape is refused in one line naming it, and
+    include_preprocessing=True takes the entry's statistics."""
+    path = published.folder / "gresnet_cifar1_tiny.keras"
+    mean = [0.25, 0.5, 0.75]
+    registry.write([_entry("gresnet_cifar1_tiny", path, builder="gresnet_cifar",
+                           builder_kwargs=dict(CONV), input_shape=list(CONV_SHAPE),
+                           dataset="cifar10",
+                           preprocessing={"method": "mean", "mean": mean, "std": [1.0] * 3})])
+    _serve(server, monkeypatch, path)
+    with pytest.raises(ValueError, match=r"^weights 'gresnet_cifar1_tiny' were trained .* with "
+                                         r"input_shape \(8, 8, 3\).*input_shape \(9, 9, 3\) "
+                                         r"is not \(8, 8, 3\)$"):
+        zoo.gresnet_cifar(**CONV, weights="gresnet_cifar1_tiny", input_shape=(9, 9, 3))
+    assert server.requests == []  # refused before the download
+    model = zoo.gresnet_cifar(**CONV, weights="gresnet_cifar1_tiny", include_top=False,
+                              pooling="avg")
+    assert model.input_shape == (None, *CONV_SHAPE)
+    raw = zoo.gresnet_cifar(**CONV, weights="gresnet_cifar1_tiny", include_top=False,
+                            pooling="avg", include_preprocessing=True)
+    assert raw.input_shape == (None, *CONV_SHAPE)
+    # The preprocessing layer computes x / 255 - mean: raw pixels 255 (x + mean)
+    # give the features the net gives x. Float32 rounding of x * (1/255) - mean
+    # (inputs below 2): a few ulps of 2, carried through a 1-unit net.
+    pixels = (published.xc + np.asarray(mean, "float32")) * 255
+    np.testing.assert_allclose(_outputs(raw, pixels), published.conv_features,
+                               rtol=1e-5, atol=1e-5)
+
+
 def test_weights_argument_takes_a_file_path(published, registry):
     for file in ("gresnet_mlp2_tiny.keras", "gresnet_mlp2_tiny.weights.h5"):
         path = published.folder / file

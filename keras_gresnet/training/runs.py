@@ -24,10 +24,12 @@ resumes one), :func:`prepare_folder` and :func:`finish` write the rest, and
 """
 
 import csv
+import errno
 import json
 import math
 import os
 import re
+import shutil
 import time
 from pathlib import Path
 
@@ -278,6 +280,13 @@ class RunLogger(keras.callbacks.Callback):
                   [[r[c] for c in self.GATE_COLUMNS] for r in self.gates])
 
 
+def _nbytes(variable):
+    """The bytes of a variable's values: its size times its dtype's width
+    (the bits in its name, e.g. float32, bfloat16; a byte for bool)."""
+    bits = "".join(c for c in keras.backend.standardize_dtype(variable.dtype) if c.isdigit())
+    return math.prod(variable.shape) * (int(bits) // 8 if bits else 1)
+
+
 class EpochBackup(keras.callbacks.Callback):
     """After every epoch, saves the model and its optimizer state as
     ``folder/epoch-NNNNN.weights.h5`` (a Keras weights file; NNNNN counts the
@@ -295,6 +304,31 @@ class EpochBackup(keras.callbacks.Callback):
         self.diverged = diverged  # a callable: has the run diverged (test loss too)?
         self.folder = Path(folder)
         self.keep = check_int(keep, "keep", 1)
+
+    # HDF5's own bytes per variable (its dataset header and group entry) and
+    # per file, above the values: generous upper bounds (a Keras weights file
+    # measured ~0.6 KiB per variable and ~10 KiB per file).
+    H5_BYTES_PER_VARIABLE = 4096
+    H5_BYTES_PER_FILE = 65536
+
+    def _check_space(self, path):
+        """Refuse (``OSError`` ENOSPC naming ``path``) a backup the disk cannot
+        hold, before HDF5 opens the file: h5py cannot recover from a full disk
+        in the middle of a write (it crashes the process as the half-written
+        file is released). The bound: the last backup's size or the values of
+        the model and its optimizer plus HDF5's overhead, whichever is larger."""
+        variables = list(self.model.variables)
+        if self.model.optimizer is not None:
+            variables += list(self.model.optimizer.variables)
+        need = self.H5_BYTES_PER_FILE + sum(
+            self.H5_BYTES_PER_VARIABLE + _nbytes(v) for v in variables)
+        found = self.checkpoints()
+        if found:
+            need = max(need, found[-1][1].stat().st_size + self.H5_BYTES_PER_FILE)
+        free = shutil.disk_usage(self.folder).free
+        if free < need:
+            raise OSError(errno.ENOSPC, f"No space left on device (the epoch backup needs "
+                                        f"{need:,} bytes, {free:,} are free)", str(path))
 
     def checkpoints(self):
         """``[(epochs finished, path)]``, oldest first."""
@@ -328,7 +362,9 @@ class EpochBackup(keras.callbacks.Callback):
         if self.diverged is not None and self.diverged():
             return
         self.folder.mkdir(parents=True, exist_ok=True)
-        with atomic_path(self.folder / f"epoch-{epoch + 1:05d}.weights.h5") as tmp:
+        path = self.folder / f"epoch-{epoch + 1:05d}.weights.h5"
+        self._check_space(path)
+        with atomic_path(path) as tmp:
             self.model.save_weights(tmp)
         for _, path in self.checkpoints()[:-self.keep]:
             path.unlink(missing_ok=True)
