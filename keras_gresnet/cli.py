@@ -249,7 +249,9 @@ def cmd_evaluate(args, extra):
         raise ValueError(f"unexpected arguments {extra}")
     result = training.evaluate(args.path, dataset=args.dataset, data_dir=args.data_dir,
                                preprocessing=args.preprocessing)
-    print(json.dumps(result, indent=2))
+    # Standard JSON: a non-finite number (a diverged net's loss) is null.
+    print(json.dumps({k: v if not isinstance(v, float) or math.isfinite(v) else None
+                      for k, v in result.items()}, indent=2, allow_nan=False))
 
 
 def cmd_gates(args, extra):

@@ -298,6 +298,11 @@ def test_a_config_with_values_of_the_wrong_type_is_one_line(finished, tmp_path, 
     (run / "config.json").write_text("[" * 100_000 + "]" * 100_000)
     assert cli.main(["evaluate", str(run)]) == 2
     one_error_line(capsys, "config.json")
+    config = json.loads((finished / "config.json").read_text())
+    config["data"]["preprocessing"]["mean"] = [float("inf")]  # json writes Infinity
+    (run / "config.json").write_text(json.dumps(config))
+    assert cli.main(["evaluate", str(run)]) == 2
+    one_error_line(capsys, "config.json", "Infinity")
 
 
 def test_keras_files_keras_cannot_read_are_one_line(tmp_path, capsys):
@@ -521,3 +526,17 @@ def test_tensorflow_start_up_lines_stay_off_the_terminal(finished):
     assert "gates, mean g(k)" in result.stdout
     for noise in ("cudart_stub", "absl::InitializeLog", "cuInit", "oneDNN"):
         assert noise not in result.stderr, result.stderr
+
+
+def test_evaluate_prints_standard_json_for_a_diverged_net(monkeypatch, capsys, tmp_path):
+    """A diverged net's loss is NaN, which Python's json writes as a bare NaN
+    that JSON parsers refuse: it is null in the output."""
+    monkeypatch.setattr(training, "evaluate",
+                        lambda *a, **k: {"test_loss": float("nan"), "test_accuracy": 0.1})
+    assert cli.main(["evaluate", str(tmp_path)]) == 0
+
+    def strict(name):
+        raise ValueError(f"not standard JSON: {name}")
+
+    printed = json.loads(capsys.readouterr().out, parse_constant=strict)
+    assert printed == {"test_loss": None, "test_accuracy": 0.1}

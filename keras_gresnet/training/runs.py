@@ -374,11 +374,17 @@ class EpochBackup(keras.callbacks.Callback):
 # Which folders hold a run, and which files are a run's own.
 
 
+def _no_constant(name):
+    """JSON's non-standard NaN / Infinity, which this package never writes
+    into a config: refused as a JSON error."""
+    raise json.JSONDecodeError(f"{name} is not a number a run config holds", name, 0)
+
+
 def _read_config(path):
     """A run folder's ``config.json`` (a dict of this package's schema);
     ``ValueError`` naming the file otherwise."""
     try:
-        config = json.loads(Path(path).read_text())
+        config = json.loads(Path(path).read_text(), parse_constant=_no_constant)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
         first = (str(error).splitlines() or [type(error).__name__])[0][:200]
         raise ValueError(f"{path}: not a readable JSON config ({first})") from None
