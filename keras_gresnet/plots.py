@@ -181,7 +181,8 @@ def plot_gates_over_epochs(gates, path, title=None):
     return _save(fig, path)
 
 
-def plot_k_per_block(blocks, ks, path, title=None, highlight=None):
+def plot_k_per_block(blocks, ks, path, title=None, highlight=None, highlight_label="highlighted",
+                     ylabel="final k"):
     """Final ``k`` of every block in network order, as bars (GR Figures 5 and
     7).
 
@@ -192,6 +193,8 @@ def plot_k_per_block(blocks, ks, path, title=None, highlight=None):
         title: figure title.
         highlight: positions in ``blocks`` (0-based) to draw in another
             colour, e.g. the blocks with a projection shortcut.
+        highlight_label: the legend's name of the highlighted blocks.
+        ylabel: what ``ks`` are (e.g. ``"g(k)"``).
 
     Returns:
         ``path``.
@@ -216,10 +219,12 @@ def plot_k_per_block(blocks, ks, path, title=None, highlight=None):
     colors = ["tab:orange" if i in highlight else "tab:blue" for i in positions]
     ax.bar(positions, ks, color=colors)
     if highlight:
-        ax.legend(handles=[Patch(color="tab:orange", label="highlighted")])
+        ax.legend(handles=[Patch(color="tab:orange",
+                                 label=check_optional_text(highlight_label, "highlight_label")),
+                           Patch(color="tab:blue", label="other blocks")])
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xticks(list(positions), [str(b) for b in blocks], rotation=90, fontsize="small")
-    ax.set(xlabel="block", ylabel="final k")
+    ax.set(xlabel="block", ylabel=check_optional_text(ylabel, "ylabel"))
     return _save(fig, path)
 
 

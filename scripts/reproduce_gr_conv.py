@@ -16,7 +16,10 @@ unfinished one resumes from its last epoch; the table is written from the
 finished runs only. Writes to ``--out`` (default
 ``zoo/results/{dataset}_conv``): ``runs/{name}/`` (one run folder each) and
 ``table.md`` (per-seed test errors, mean ± std, Welch's t, GR's CIFAR-10
-numbers beside: another dataset than GR's).
+numbers beside: another dataset than GR's), and for each finished GResNet
+``gates-{name}.md`` / ``.png``: g(k) per block, the blocks whose shortcut
+changes dimension marked (GR Figure 7's reading). Block removal (GR's
+pruning): ``scripts/reproduce_gr_pruning.py --runs``.
 """
 
 import argparse
@@ -27,7 +30,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from keras_gresnet import files, training  # noqa: E402
+from keras_gresnet import analysis, files, plots, training  # noqa: E402
 from keras_gresnet._papers import GR_CIFAR10_N5_ERROR  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -105,6 +108,36 @@ def write_table(args, errors):
     print("\n".join(lines))
 
 
+def write_gates(args):
+    """g(k) per block of every finished gated run, as a table and a bar plot
+    (GR Figure 7: the lowest gates at the blocks whose shortcut changes
+    dimension, the highest at the last block)."""
+    for net, seed in PLAN:
+        folder = args.out / "runs" / run_name(net, seed)
+        results = training.read_results(folder) or {}
+        if not NETS[net][0].startswith("gresnet") or "test_error_percent" not in results:
+            continue
+        model, _ = training.load_run(folder)
+        changes = {b.name for b in analysis.residual_blocks(model) if not b.removable}
+        values = analysis.gate_values(model)
+        name = run_name(net, seed)
+        plots.plot_k_per_block(
+            [v["block"] for v in values], [v["g"] for v in values],
+            args.out / f"gates-{name}.png",
+            title=f"{LABELS[net]}, seed {seed}, {args.dataset}: g(k) per block",
+            highlight=[i for i, v in enumerate(values) if v["block"] in changes],
+            highlight_label="shortcut changes dimension", ylabel="g(k)")
+        ranked = sorted(values, key=lambda v: v["g"])
+        lines = [f"# g(k) per block: {LABELS[net]}, seed {seed}, {args.dataset}", "",
+                 f"From `runs/{name}` (`keras-gresnet gates runs/{name}` prints the same). "
+                 f"Rank 1: the lowest g(k).", "",
+                 "| block | k | g(k) | rank | shortcut changes dimension |", "|---|---|---|---|---|"]
+        for v in values:
+            lines.append(f"| {v['block']} | {v['k']:.4f} | {v['g']:.4f} | "
+                         f"{ranked.index(v) + 1} | {'yes' if v['block'] in changes else ''} |")
+        files.write_text(args.out / f"gates-{name}.md", "\n".join(lines) + "\n")
+
+
 def _runs(text):
     chosen = [r for r in text.split(",") if r]
     known = {run_name(net, seed): (net, seed) for net, seed in PLAN}
@@ -127,6 +160,7 @@ def main(argv=None):
     if not args.no_train:
         train_all(args)
     write_table(args, collect(args))
+    write_gates(args)
 
 
 if __name__ == "__main__":

@@ -7,9 +7,15 @@ seeded orders.
 
     python scripts/reproduce_gr_pruning.py --results zoo/results/fashion_mnist --depth 100
 
-Reads the run folders written by ``reproduce_gr_mnist.py``; writes
-``pruning.csv``, ``pruning.md`` and ``pruning.png`` beside them. Finished
-curves are kept in ``pruning.csv`` and not recomputed.
+Reads the run folders written by ``reproduce_gr_mnist.py``, or those
+``--runs`` names (the conv nets of ``reproduce_gr_conv.py``):
+
+    python scripts/reproduce_gr_pruning.py --results zoo/results/fashion_mnist_conv \\
+        --runs gresnet=runs/gresnet-seed0,resnet=runs/resnet-seed0
+
+Writes ``pruning.csv``, ``pruning.md`` and ``pruning.png`` in ``--results``.
+Finished curves are kept in ``pruning.csv`` and not recomputed; a net whose
+run has not finished is left out (its curves come when it has).
 """
 
 import argparse
@@ -36,6 +42,14 @@ def curves_to_run(args):
     return runs
 
 
+def _runs(text):
+    pairs = [p.partition("=") for p in text.split(",") if p]
+    if not pairs or any(k not in ("gresnet", "resnet") or not sep or not path
+                        for k, sep, path in pairs):
+        raise argparse.ArgumentTypeError(f"expected gresnet=PATH,resnet=PATH, got {text!r}")
+    return {k: Path(path) for k, _, path in pairs}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", default="zoo/results/fashion_mnist",
@@ -44,6 +58,9 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0, help="the training seed of the runs")
     parser.add_argument("--random-orders", type=int, default=3)
     parser.add_argument("--step", type=int, default=1, help="remove blocks in steps of this")
+    parser.add_argument("--runs", type=_runs, default=None,
+                        help="the run folders, relative to --results: "
+                        "gresnet=PATH,resnet=PATH (default: the --depth, --seed MLP runs)")
     args = parser.parse_args(argv)
     results = Path(args.results)
     table = results / "pruning.csv"
@@ -53,12 +70,19 @@ def main(argv=None):
             rows = list(csv.DictReader(f))
     done = {(r["model"], r["order"], int(r["seed"])) for r in rows}
 
+    folders = args.runs or {kind: run_folder(results, kind, args.depth, args.seed)
+                            for kind in ("gresnet", "resnet")}
+    folders = {kind: results / path for kind, path in folders.items()}
+    finished = {kind for kind, folder in folders.items()
+                if "test_accuracy" in (training.read_results(folder) or {})}
+    for kind in sorted(set(folders) - finished):
+        print(f"{kind}: {folders[kind]} has not finished; its curves are left out", flush=True)
     models = {}
     for label, kind, order, seed in curves_to_run(args):
-        if (kind, order, seed) in done:
+        if (kind, order, seed) in done or kind not in finished:
             continue
         if kind not in models:
-            model, config = training.load_run(run_folder(results, kind, args.depth, args.seed))
+            model, config = training.load_run(folders[kind])
             test, _, _ = training.test_data(config)
             models[kind] = (model, test)
         model, test = models[kind]
@@ -73,16 +97,19 @@ def main(argv=None):
     curves, summary = {}, []
     for label, kind, order in {(l, k, o) for l, k, o, _ in curves_to_run(args)}:
         mine = [r for r in rows if r["model"] == kind and r["order"] == order]
+        if not mine:
+            continue
         counts = sorted({int(r["removed"]) for r in mine})
         mean = [statistics.fmean(float(r["accuracy"]) for r in mine if int(r["removed"]) == c)
                 for c in counts]
         curves[label] = (counts, mean)
         half = counts[min(range(len(counts)), key=lambda i: abs(counts[i] - counts[-1] / 2))]
         summary.append((label, mean[0], half, mean[counts.index(half)], counts[-1]))
+    nets = "the conv nets" if args.runs else f"the d={args.depth} nets"
     plots.plot_pruning_curves(dict(sorted(curves.items())), results / "pruning.png",
-                              title=f"GR Fig. 5 on {results.name}: d={args.depth}")
+                              title=f"GR Fig. 5 on {results.name}: {nets}")
     lines = [
-        f"# GR Figure 5 on {results.name}: removing blocks of the d={args.depth} nets",
+        f"# GR Figure 5 on {results.name}: removing blocks of {nets}",
         "",
         "No retraining. Random orders: mean of "
         f"{args.random_orders} seeded orders. Command:",

@@ -1,0 +1,67 @@
+"""The conv reproduction scripts end to end on a tiny run: GR Table 3's
+question (``reproduce_gr_conv.py``: the table and the g(k)-per-block files
+of a finished GResNet), then block removal on it (``reproduce_gr_pruning.py
+--runs``), with the unfinished ResNet left out and nothing recomputed on a
+second call."""
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration  # trains, reads real Fashion-MNIST, starts processes
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script(*args):
+    result = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True,
+                            timeout=1200, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result.stdout
+
+
+def test_conv_table_gates_and_pruning_of_a_tiny_run(tmp_path):
+    out = tmp_path / "conv"
+    _script("scripts/reproduce_gr_conv.py", "--runs", "gresnet-seed0", "--epochs", "2",
+            "--max-train-examples", "256", "--out", str(out))
+    table = (out / "table.md").read_text()
+    row = next(line for line in table.splitlines() if line.startswith("| GResNet n=5 (gated)"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert float(cells[1]) > 0 and cells[2:4] == ["-", "-"] and cells[-1] == "6.67"
+    assert "| ResNet n=5 (original) | - | - | - |" in table
+
+    gates = (out / "gates-gresnet-seed0.md").read_text().splitlines()
+    rows = [line for line in gates if line.startswith("| conv")]
+    assert len(rows) == 15  # n=5: three stages of five gated units
+    changing = [r.split("|")[1].strip() for r in rows if r.rstrip("| ").endswith("yes")]
+    assert changing == ["conv3_block1", "conv4_block1"]  # where the shortcut subsamples
+    ranks = sorted(int(r.split("|")[4]) for r in rows)
+    assert ranks == list(range(1, 16))
+    assert (out / "gates-gresnet-seed0.png").stat().st_size > 1000
+
+    args = ("scripts/reproduce_gr_pruning.py", "--results", str(out), "--runs",
+            "gresnet=runs/gresnet-seed0,resnet=runs/resnet-seed0", "--random-orders", "1",
+            "--step", "13")
+    printed = _script(*args)
+    assert "resnet:" in printed and "has not finished" in printed
+    with open(out / "pruning.csv", newline="") as f:
+        points = list(csv.DictReader(f))
+    # 13 removable blocks (15 less the two whose shortcut changes dimension):
+    # counts 0, 6 (half) and 13, for the greedy and one random order.
+    assert sorted((p["order"], int(p["removed"])) for p in points) == [
+        ("greedy", 0), ("greedy", 6), ("greedy", 13), ("random", 0), ("random", 6),
+        ("random", 13)]
+    assert {p["model"] for p in points} == {"gresnet"}
+    full = {float(p["accuracy"]) for p in points if p["removed"] == "0"}
+    assert len(full) == 1  # both orders start from the same net
+    summary = (out / "pruning.md").read_text()
+    assert "| GResNet greedy |" in summary and "| GResNet random |" in summary
+    assert "| ResNet random" not in summary
+    before = (out / "pruning.csv").read_bytes()
+    printed = _script(*args)
+    assert "points" not in printed  # nothing recomputed
+    assert (out / "pruning.csv").read_bytes() == before
