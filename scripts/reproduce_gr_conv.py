@@ -31,7 +31,7 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from keras_gresnet import analysis, files, plots, training  # noqa: E402
-from keras_gresnet._papers import GR_CIFAR10_N5_ERROR  # noqa: E402
+from keras_gresnet.papers import GR_CIFAR10_N5_ERROR  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from reproduce import add_run_options, summary, train_run, welch  # noqa: E402

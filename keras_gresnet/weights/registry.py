@@ -14,7 +14,7 @@ from pathlib import Path
 
 from keras_gresnet import files
 from keras_gresnet._catalog import MODELS
-from keras_gresnet._papers import paper_result
+from keras_gresnet.papers import paper_result
 from keras_gresnet._checks import PREPROCESSINGS
 
 # The registry of published weight files, one entry per file: package data,
