@@ -54,7 +54,7 @@ import numpy as np
 from keras_gresnet import weights, zoo
 from keras_gresnet.data.datasets import DATASETS
 from keras_gresnet._checks import check_choice, check_int, check_positive
-from keras_gresnet.layers import all_layers
+from keras_gresnet.layers import PixelNormalization, all_layers
 from keras_gresnet.weights.loading import HEAD
 
 VERBOSITIES = ("auto", 0, 1, 2)
@@ -201,12 +201,17 @@ def _is_batches(data):
     return tf is not None and isinstance(data, tf.data.Dataset)
 
 
-def _source_pixels(model):
+def _source_pixels(model, built):
     """The preprocessing (a callable on uint8 pixels) of ``model``'s source:
-    its weights entry's, run's or preset's statistics; pixels / 255 for a
-    model or a file that records none."""
+    none (float32 pixels) where the net ``built`` from it has its own
+    ``PixelNormalization`` layer (``include_preprocessing``: it takes raw
+    pixels, which must not be scaled twice); else its weights entry's, run's
+    or preset's statistics; pixels / 255 for a model or a file that records
+    none."""
     from keras_gresnet.data.preprocessing import Preprocessing
 
+    if any(isinstance(layer, PixelNormalization) for layer in built.layers):
+        return lambda images: np.asarray(images, np.float32)
     config = None
     if isinstance(model, (str, os.PathLike)) and not str(model).endswith(".keras"):
         config = source_info(model)["preprocessing"]
@@ -404,7 +409,7 @@ def finetune(
     check_choice(schedule, "schedule", SCHEDULES)
     check_choice(verbose, "verbose", VERBOSITIES)
     source = load_pretrained(model)
-    normalise = _source_pixels(model)
+    normalise = _source_pixels(model, source)
     if isinstance(train_data, (str, os.PathLike)):
         train_data, folder_test = _folder_data(train_data, source, classes)
         if validation_data is None:

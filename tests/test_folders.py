@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 import keras_gresnet
-from keras_gresnet import data, finetune, predictions
+from keras_gresnet import data, finetune, predictions, zoo
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -179,6 +179,25 @@ def test_finetune_from_a_folder_applies_the_sources_preprocessing(pets, monkeypa
     one_hot = (np.zeros((4, 28, 28, 1), np.uint8), np.eye(2)[[0, 1, 1, 0]])
     finetune.finetune("gresnet_mlp2_fashion_mnist", one_hot, classes=2, head_epochs=1,
                       full_epochs=0, verbose=0)  # one-hot labels accepted
+
+
+def test_a_net_with_its_own_preprocessing_layer_gets_raw_pixels_once(pets, monkeypatch):
+    """include_preprocessing=True puts the weights' scaling into the net: the
+    folder's pixels reach it raw (0-255), not scaled a second time."""
+    seen = {}
+    fit = finetune.keras.Model.fit
+
+    def spy(self, x=None, y=None, **kwargs):
+        seen.setdefault("x", np.asarray(x))
+        return fit(self, x, y, **kwargs)
+
+    monkeypatch.setattr(finetune.keras.Model, "fit", spy)
+    model = zoo.gresnet_mlp(depth=2, weights="fashion_mnist", include_preprocessing=True)
+    finetune.finetune(model, str(pets), classes=2, head_epochs=1, full_epochs=0, verbose=0)
+    x = seen["x"]
+    assert x.dtype == np.float32 and x.max() > 1  # raw pixels: the net scales them
+    grey = data.read_image_folder(pets, image_shape=(28, 28, 1))["train"][0]
+    np.testing.assert_array_equal(np.sort(x.ravel()), np.sort(grey.astype(np.float32).ravel()))
 
 
 @pytest.mark.integration
