@@ -152,9 +152,9 @@ def test_decode_predictions_from_names_weights_and_a_run(tmp_path):
         keras_gresnet.decode_predictions(preds, "gresnet_mlp20_fashion_mnist")
 
 
-def test_finetune_from_a_folder_applies_the_sources_preprocessing(pets, monkeypatch):
-    """Raw pictures get the weights' preprocessing (GR's MNIST nets: / 255)
-    and the model's channels; the commonest mistakes are one line each."""
+@pytest.fixture
+def fed(monkeypatch):
+    """What ``model.fit`` is fed first: ``fed["x"]`` once a fit has run."""
     seen = {}
     fit = finetune.keras.Model.fit
 
@@ -163,9 +163,15 @@ def test_finetune_from_a_folder_applies_the_sources_preprocessing(pets, monkeypa
         return fit(self, x, y, **kwargs)
 
     monkeypatch.setattr(finetune.keras.Model, "fit", spy)
+    return seen
+
+
+def test_finetune_from_a_folder_applies_the_sources_preprocessing(pets, fed):
+    """Raw pictures get the weights' preprocessing (GR's MNIST nets: / 255)
+    and the model's channels; the commonest mistakes are one line each."""
     model, _ = finetune.finetune("gresnet_mlp2_fashion_mnist", str(pets), classes=2,
                                  head_epochs=1, full_epochs=0, verbose=0)
-    x = seen["x"]
+    x = fed["x"]
     assert x.dtype == np.float32 and 0 <= x.min() and x.max() <= 1  # scaled once
     assert model.output_shape == (None, 2)
     with pytest.raises(ValueError, match="has 2 classes"):
@@ -181,20 +187,12 @@ def test_finetune_from_a_folder_applies_the_sources_preprocessing(pets, monkeypa
                       full_epochs=0, verbose=0)  # one-hot labels accepted
 
 
-def test_a_net_with_its_own_preprocessing_layer_gets_raw_pixels_once(pets, monkeypatch):
+def test_a_net_with_its_own_preprocessing_layer_gets_raw_pixels_once(pets, fed):
     """include_preprocessing=True puts the weights' scaling into the net: the
     folder's pixels reach it raw (0-255), not scaled a second time."""
-    seen = {}
-    fit = finetune.keras.Model.fit
-
-    def spy(self, x=None, y=None, **kwargs):
-        seen.setdefault("x", np.asarray(x))
-        return fit(self, x, y, **kwargs)
-
-    monkeypatch.setattr(finetune.keras.Model, "fit", spy)
     model = zoo.gresnet_mlp(depth=2, weights="fashion_mnist", include_preprocessing=True)
     finetune.finetune(model, str(pets), classes=2, head_epochs=1, full_epochs=0, verbose=0)
-    x = seen["x"]
+    x = fed["x"]
     assert x.dtype == np.float32 and x.max() > 1  # raw pixels: the net scales them
     grey = data.read_image_folder(pets, image_shape=(28, 28, 1))["train"][0]
     np.testing.assert_array_equal(np.sort(x.ravel()), np.sort(grey.astype(np.float32).ravel()))
