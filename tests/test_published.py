@@ -56,8 +56,10 @@ def test_sets():
     return get
 
 
-SMALL = [e for e in PUBLISHED if e["builder_kwargs"].get("depth", 99) <= 10]
-# The d <= 10 nets in every run; the deeper ones with `pytest -m slow`.
+SMALL = [e for e in PUBLISHED if e["builder_kwargs"].get("depth", 99) <= 10
+         or e["builder"].endswith("_cifar")]
+# The d <= 10 MLPs and the conv nets (10k test images through GResNet-32:
+# seconds) in every run; the deeper MLPs with `pytest -m slow`.
 EVERY = [e if e in SMALL else pytest.param(e, marks=pytest.mark.slow) for e in PUBLISHED]
 
 
@@ -88,3 +90,32 @@ def test_dataset_name_resolves_like_keras_applications(monkeypatch, tmp_path):
         zoo.gresnet_mlp(depth=4, weights="fashion_mnist")
     with pytest.raises(ValueError, match="weights='cifar10' has no registry entry"):
         zoo.gresnet_mlp(depth=2, weights="cifar10")
+
+
+CONV = [e for e in PUBLISHED if e["builder"].endswith("_cifar")]
+
+
+@pytest.mark.parametrize("entry", CONV, ids=lambda e: e["name"])
+def test_conv_weights_build_at_their_shape_and_take_raw_pixels(entry, test_sets, monkeypatch,
+                                                              tmp_path):
+    """GR Table 3's nets trained on 28x28 grey images: ``weights="fashion_mnist"``
+    builds at the entry's shape (Keras Applications' rule), and with
+    ``include_preprocessing=True`` the net takes the raw test pixels and
+    predicts what the plain net predicts on the preprocessed ones."""
+    images, labels = test_sets(entry["dataset"])
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path))
+    monkeypatch.setenv(weights.URL_ENV, "http://127.0.0.1:9/never-contacted/")
+    builder = getattr(zoo, entry["builder"])
+    plain = builder(**entry["builder_kwargs"], weights=entry["dataset"])
+    assert plain.input_shape == (None, *entry["input_shape"]) == (None, 28, 28, 1)
+    raw = builder(**entry["builder_kwargs"], weights=entry["dataset"], include_preprocessing=True)
+    preprocessing = data.Preprocessing.from_config(entry["preprocessing"])
+    x = images[:500]
+    a = np.argmax(keras.ops.convert_to_numpy(plain(preprocessing(x), training=False)), -1)
+    b = np.argmax(keras.ops.convert_to_numpy(raw(x.astype("float32"), training=False)), -1)
+    # The same float32 arithmetic (x * scale + offset) inside and outside the
+    # net: equal predictions but for a top-2 tie within round-off.
+    assert np.mean(a == b) >= 0.998
+    with pytest.raises(ValueError, match=r"^weights='fashion_mnist': no published .* "
+                                         r"input_shape \(28, 28, 1\)\)$"):
+        builder(**entry["builder_kwargs"], weights=entry["dataset"], input_shape=(32, 32, 3))

@@ -170,6 +170,6 @@ def resolve(builder, call):
     raise ValueError(
         f"weights={weights!r}: no published {weights} weights of {builder.__name__} fit "
         f"these arguments; published: "
-        + ", ".join(f"{c['name']} ({describe_call(builder.__name__, c['builder_kwargs'])})"
-                    for c in candidates)
+        + ", ".join(f"{c['name']} ({describe_call(builder.__name__, c['builder_kwargs'])}, "
+                    f"input_shape {tuple(c['input_shape'])})" for c in candidates)
     )
