@@ -70,9 +70,11 @@ def main(argv=None):
             rows = list(csv.DictReader(f))
     done = {(r["model"], r["order"], int(r["seed"])) for r in rows}
 
-    folders = args.runs or {kind: run_folder(results, kind, args.depth, args.seed)
-                            for kind in ("gresnet", "resnet")}
-    folders = {kind: results / path for kind, path in folders.items()}
+    if args.runs:
+        folders = {kind: results / path for kind, path in args.runs.items()}
+    else:
+        folders = {kind: run_folder(results, kind, args.depth, args.seed)
+                   for kind in ("gresnet", "resnet")}
     finished = {kind for kind, folder in folders.items()
                 if "test_accuracy" in (training.read_results(folder) or {})}
     for kind in sorted(set(folders) - finished):

@@ -306,8 +306,8 @@ class EpochBackup(keras.callbacks.Callback):
         self.keep = check_int(keep, "keep", 1)
 
     # HDF5's own bytes per variable (its dataset header and group entry) and
-    # per file, above the values: generous upper bounds (a Keras weights file
-    # measured ~0.6 KiB per variable and ~10 KiB per file).
+    # per file, above the values: generous upper bounds (the first backup of
+    # `train gresnet_mlp --depth 2`, 597,952 bytes, was estimated at 825,768).
     H5_BYTES_PER_VARIABLE = 4096
     H5_BYTES_PER_FILE = 65536
 
