@@ -24,7 +24,7 @@ __all__ = [*_SUBMODULES, "__version__", "decode_predictions", "load_model"]
 def decode_predictions(preds, source, top=5):
     """``[[(class_name, probability), ...] per row]``, best first: the class
     names of ``source`` (a published weights name, a run or preset folder, or
-    a list of names); :func:`keras_gresnet.predictions.decode_predictions`."""
+    a list of names, or the model itself); :func:`keras_gresnet.predictions.decode_predictions`."""
     predictions = importlib.import_module("keras_gresnet.predictions")
     return predictions.decode_predictions(preds, source, top=top)
 

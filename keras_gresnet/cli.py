@@ -43,6 +43,26 @@ def _print_table(rows, columns, text_columns=1):
         print(line.format(*row))
 
 
+def _wrapped(text, indent=""):
+    import shutil
+    import textwrap
+
+    width = min(shutil.get_terminal_size().columns, 100) - 2
+    return textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent)
+
+
+def _recipe_fields_help(fields):
+    """``train --help``'s list of every recipe field (from the catalog, so
+    generated from the ``Recipe`` dataclass), as options."""
+    lines = ["recipe fields (each recipe sets them all; any may be overridden, e.g. "
+             "--epochs 10 --lr 0.05):"]
+    for name, meaning in fields.items():
+        option = f"--{name.replace('_', '-')}" + (" / --lr" if name == "learning_rate" else "")
+        lines.append(f"  {option}")
+        lines.append(_wrapped(meaning, indent=" " * 6))
+    return "\n".join(lines)
+
+
 def cmd_list(args):
     """List the zoo's builders (from the catalog: no TensorFlow import); with
     --build, build every paper configuration and print its depth, gates and
@@ -333,20 +353,26 @@ def cmd_predict(args, extra):
     missing = [p for p in args.images if not os.path.isfile(p)]
     if missing:
         raise ValueError(f"{missing[0]}: no such picture file")
+    from keras_gresnet.layers import model_card, takes_raw_pixels
+
+    model = finetune.load_pretrained(args.model)
     bare_file = str(args.model).endswith(".keras")
     info = (dict(class_names=None, preprocessing=None) if bare_file
             else predictions.source_info(args.model))
-    model = finetune.load_pretrained(args.model)
+    card = model_card(model)  # what a .keras file of a zoo model carries
+    preprocessing = info["preprocessing"] or card.get("preprocessing")
+    raw = takes_raw_pixels(model)  # it normalises the pixels itself
     x = predictions.read_pictures(args.images, predictions.model_input_shape(model),
-                                  info["preprocessing"])
+                                  preprocessing, raw=raw)
     if len(model.input_shape) == 2:  # a flat input (GR's MLPs take 784 pixels)
         x = x.reshape(len(x), -1)
     probabilities = np.asarray(model.predict(x, verbose=0))
-    names = info["class_names"] or [str(i) for i in range(probabilities.shape[1])]
+    names = info["class_names"] or card.get("class_names") or [
+        str(i) for i in range(probabilities.shape[1])]
     top = min(args.top, probabilities.shape[1])
     for path, row in zip(args.images, predictions.decode_predictions(probabilities, names, top)):
         print(f"{path}: " + ", ".join(f"{name} {100 * p:.1f}%" for name, p in row))
-    if info["preprocessing"] is None:
+    if preprocessing is None and not raw:
         print("note: the source records no preprocessing; pixels were scaled to [0, 1]",
               file=sys.stderr)
 
@@ -442,17 +468,21 @@ def build_parser():
                    help="build every paper configuration and print layers, gates, params")
     p.set_defaults(func=lambda a, extra: cmd_list(a))
 
+    from keras_gresnet import _catalog
+
     p = sub.add_parser(
         "train",
         help="train a zoo model with its paper's recipe",
-        description="Train MODEL (any `keras-gresnet list` name). Other --options are "
-        "recipe fields (--epochs, --batch-size, --lr, --weight-decay, --k-decay, ...) "
-        "or builder arguments (--depth 20, --n 5, --unit original, ...). A name that is "
-        "both (--dropout, --bn-momentum, when the builder takes it) must say which: "
-        "--model.dropout 0.3 or --recipe.dropout 0.3.",
+        description=_wrapped(
+            "Train MODEL (any `keras-gresnet list` name). Other --options are recipe fields "
+            "(below) or builder arguments (--depth 20, --n 5, --unit original, ...: see "
+            "help(keras_gresnet.zoo.MODEL)). A name that is both (--dropout, --bn-momentum, "
+            "when the builder takes it) must say which: --model.dropout 0.3 or "
+            "--recipe.dropout 0.3."),
+        epilog=_recipe_fields_help(_catalog.RECIPE_FIELDS),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("model")
-    from keras_gresnet import _catalog
     from keras_gresnet.data.datasets import DATASETS
 
     p.add_argument("--dataset", help=f"{', '.join([*DATASETS, 'imagenet2012'])}, or "

@@ -54,7 +54,7 @@ import numpy as np
 from keras_gresnet import weights, zoo
 from keras_gresnet.data.datasets import DATASETS
 from keras_gresnet._checks import check_choice, check_int, check_positive
-from keras_gresnet.layers import PixelNormalization, all_layers
+from keras_gresnet.layers import ZooModel, all_layers, model_card, takes_raw_pixels
 from keras_gresnet.weights.loading import HEAD
 
 VERBOSITIES = ("auto", 0, 1, 2)
@@ -88,9 +88,12 @@ def source_info(source):
     ``source`` (see the module docstring)."""
     if isinstance(source, (list, tuple)) and all(isinstance(n, str) for n in source):
         return dict(class_names=list(source), preprocessing=None)
+    if isinstance(source, keras.Model):  # its card (a zoo model: built, loaded, fine-tuned)
+        card = model_card(source)
+        return dict(class_names=card.get("class_names"), preprocessing=card.get("preprocessing"))
     if not isinstance(source, (str, os.PathLike)):
-        raise ValueError(f"source must be a weights name, a run or preset folder, or a list "
-                         f"of class names, got {type(source).__name__}")
+        raise ValueError(f"source must be a model, a weights name, a run or preset folder, or "
+                         f"a list of class names, got {type(source).__name__}")
     path = Path(source)
     if path.is_dir() and (path / "config.json").is_file() and not (
             path / weights.PRESET_METADATA).is_file():
@@ -117,7 +120,7 @@ def source_info(source):
                      f"folder")
 
 
-def new_head(model, classes):
+def new_head(model, classes, *, preprocessing=None, class_names=None):
     """A copy of ``model`` (anything :func:`load_pretrained` takes) with a
     fresh ``predictions`` layer of ``classes`` units.
 
@@ -126,9 +129,22 @@ def new_head(model, classes):
     decay) and gets freshly initialised weights. A model without a
     ``predictions`` layer (``include_top=False``) must output a feature
     vector; a softmax head is put on it. ``model`` is not changed.
+
+    ``preprocessing`` (``Preprocessing.get_config()``'s ``method``, ``mean``,
+    ``std``): put a ``PixelNormalization`` named ``"preprocessing"`` in
+    front, as the builders' ``include_preprocessing`` does, so that the copy
+    takes raw 0-255 pixels (refused for a model that has one already).
+    The copy is a :class:`~keras_gresnet.layers.ZooModel` remembering the
+    source's builder with the new head and input, and a card naming the
+    source and ``class_names``.
     """
     classes = check_int(classes, "classes", 1)
+    if class_names is not None and len(class_names) != classes:
+        raise ValueError(f"class_names has {len(class_names)} names for classes={classes}")
     source = load_pretrained(model)
+    if preprocessing is not None and takes_raw_pixels(source):
+        raise ValueError(f"model {source.name} has a PixelNormalization layer already: it "
+                         f"takes raw pixels")
     copy = keras.models.clone_model(source)
     if HEAD in {layer.name for layer in copy.layers}:
         old = copy.get_layer(HEAD)
@@ -144,9 +160,28 @@ def new_head(model, classes):
         config = keras.layers.Dense(1, activation="softmax").get_config()
     config.update(units=classes, name=HEAD)
     outputs = keras.layers.Dense.from_config(config)(features)
-    net = keras.Model(copy.input, outputs, name=source.name)  # same input structure
+    net = ZooModel(copy.input, outputs, name=source.name)  # same input structure
     zoo.transfer_weights(source, net, skip_missing=False, exclude={HEAD})
-    return net
+    if preprocessing is not None:
+        from keras_gresnet.zoo.applications import model_input
+
+        inputs, x = model_input(None, tuple(source.input_shape[1:]), dict(preprocessing))
+        # the same layers (and weights) called on the normalised pixels: one flat graph
+        net = ZooModel(inputs, net.call(x), name=source.name)
+    card = model_card(source)
+    origin = card.get("source") or (str(model) if isinstance(model, (str, os.PathLike))
+                                    else source.name)
+    new_card = dict(source=f"fine-tuned from {origin}",
+                    preprocessing=preprocessing or card.get("preprocessing"),
+                    class_names=list(class_names) if class_names is not None else None,
+                    license=card.get("license"))
+    builder = source.builder if isinstance(source, ZooModel) else None
+    kwargs = source.builder_kwargs if builder else None
+    if builder:
+        kwargs.update(classes=classes, include_top=True)
+        if preprocessing is not None:
+            kwargs["include_preprocessing"] = dict(preprocessing)
+    return net.remember(builder, kwargs, new_card)
 
 
 def _head(model):
@@ -201,23 +236,43 @@ def _is_batches(data):
     return tf is not None and isinstance(data, tf.data.Dataset)
 
 
-def _source_pixels(model, built):
-    """The preprocessing (a callable on uint8 pixels) of ``model``'s source:
-    none (float32 pixels) where the net ``built`` from it has its own
-    ``PixelNormalization`` layer (``include_preprocessing``: it takes raw
-    pixels, which must not be scaled twice); else its weights entry's, run's
-    or preset's statistics; pixels / 255 for a model or a file that records
-    none."""
-    from keras_gresnet.data.preprocessing import Preprocessing
-
-    if any(isinstance(layer, PixelNormalization) for layer in built.layers):
-        return lambda images: np.asarray(images, np.float32)
+def _source_statistics(model, source):
+    """The pixel preprocessing (``Preprocessing.get_config()``) of
+    ``model`` (as given to :func:`finetune`; ``source`` its loaded model):
+    its run's, preset's or weights entry's, else the loaded model's card's;
+    pixels / 255 for a model that records none."""
     config = None
-    if isinstance(model, (str, os.PathLike)) and not str(model).endswith(".keras"):
+    if isinstance(model, (str, os.PathLike)) and not str(model).endswith(".keras") and \
+            not str(model).startswith("hf://"):
         config = source_info(model)["preprocessing"]
-    if config:
-        return Preprocessing.from_config(config)
-    return Preprocessing.fit("scale", np.zeros((0, 1, 1, 1), np.uint8))
+    if not config:
+        config = model_card(source).get("preprocessing")
+    if not config:
+        return dict(method="scale", mean=[0.0], std=[1.0])
+    return {key: config[key] for key in ("method", "mean", "std") if key in config}
+
+
+# Pixels above this are raw 0-255 values: preprocessed pixels are
+# (x / 255 - mean) / std with std >= 1/16 in any real dataset.
+RAW_PIXELS_ABOVE = 16.0
+
+
+def _is_raw(data):
+    """Whether the examples of ``data`` (an ``(x, y)`` pair of arrays, or
+    batches whose first is looked at) are raw 0-255 pixels: uint8, or
+    floats above :data:`RAW_PIXELS_ABOVE`."""
+    if _is_batches(data):
+        if isinstance(data, keras.utils.PyDataset):
+            x = data[0][0]
+        else:
+            x = next(iter(data.take(1)))[0]
+    else:
+        x = data[0]
+    x = np.asarray(x)
+    if x.dtype == np.uint8:
+        return True
+    return bool(np.issubdtype(x.dtype, np.floating) and x.size
+                and float(np.nanmax(x)) > RAW_PIXELS_ABOVE)
 
 
 def _folder_data(path, model, classes):
@@ -232,15 +287,15 @@ def _folder_data(path, model, classes):
         raise ValueError(f"classes={classes}, but the picture folder {str(path)!r} has "
                          f"{found} classes ({', '.join(folder['class_names'][:10])}); pass "
                          f"classes={found}")
-    return folder["train"], folder["test"]
+    return folder["train"], folder["test"], list(folder["class_names"])
 
 
-def _fit_data(data, argument, classes, model=None, normalise=None):
+def _fit_data(data, argument, classes, model=None):
     """``data`` as ``model.fit`` takes it: a ``tf.data.Dataset`` or
     ``keras.utils.PyDataset`` of ``(x, y)`` batches, or an ``(x, y)`` pair of
     arrays whose integer labels are checked to lie in ``[0, classes)``
     (one-hot labels become integers), whose shape is checked against
-    ``model``'s input, and whose uint8 pixels are ``normalise``d."""
+    ``model``'s input (pixels are left as they are: see :func:`finetune`)."""
     if _is_batches(data):
         return data
     if not isinstance(data, (tuple, list)) or len(data) != 2:
@@ -260,7 +315,7 @@ def _fit_data(data, argument, classes, model=None, normalise=None):
     labels = labels.reshape(len(labels)) if labels.ndim == 2 and labels.shape[1] == 1 \
         else labels
     if model is not None:
-        x = _model_pixels(np.asarray(x), argument, model, normalise)
+        x = _model_pixels(np.asarray(x), argument, model)
     if len(x) != len(labels) or not len(labels):
         raise ValueError(
             f"{argument}: x and y need the same number of examples, at least 1; "
@@ -275,11 +330,10 @@ def _fit_data(data, argument, classes, model=None, normalise=None):
     return x, labels
 
 
-def _model_pixels(x, argument, model, normalise):
+def _model_pixels(x, argument, model):
     """``x`` checked against ``model``'s input (one line naming both for the
     commonest mistakes: RGB into a grey net and back, flat against image
-    batches), uint8 pixels normalised as the source was, raw-looking float
-    pixels refused."""
+    batches) and reshaped to it."""
     want = tuple(model.input_shape[1:])
     have = tuple(x.shape[1:])
     if have != want:
@@ -295,15 +349,6 @@ def _model_pixels(x, argument, model, normalise):
             x = x.reshape(len(x), *want)
         else:
             raise ValueError(f"{argument}: examples of shape {have}, the model takes {want}")
-    if x.dtype == np.uint8:
-        channels = want[-1] if len(want) == 3 else 1
-        images = x.reshape(len(x), -1, 1, channels) if len(want) != 3 else x
-        return normalise(images).reshape(x.shape)
-    if np.issubdtype(x.dtype, np.floating) and x.size and float(np.nanmax(x)) > 16.0:
-        raise ValueError(
-            f"{argument}: float pixels up to {float(np.nanmax(x)):.0f} look like raw 0-255 "
-            f"pixels, but float input is taken as preprocessed; pass them as uint8 (the "
-            f"source's preprocessing is applied) or preprocess them")
     return x
 
 
@@ -352,11 +397,16 @@ def finetune(
             ``validation_data`` is given), a ``tf.data.Dataset`` of ``(x, y)``
             batches, preprocessed as in pretraining, or an ``(x, y)`` pair of
             arrays (batched by ``batch_size``); labels in ``[0, classes)``, or
-            one-hot. Raw pixels (a folder, or uint8 arrays) get the
-            preprocessing of ``model``'s source (a weights name, run or
-            preset folder: :func:`source_info`; otherwise pixels / 255);
-            float arrays are taken as already preprocessed, and refused when
-            they look like raw 0-255 pixels.
+            one-hot. Raw 0-255 pixels (a folder, uint8 arrays, or floats
+            above 16: ``image_dataset_from_directory``'s batches) get the
+            preprocessing of ``model``'s source (its run, preset, weights
+            entry or card: :func:`source_info`; pixels / 255 where none is
+            recorded) as a ``PixelNormalization`` layer in front of the
+            returned model, so that it takes the same raw pixels;
+            preprocessed pixels (floats up to 16) go in as they are, and the
+            returned model takes preprocessed pixels too. A model with its
+            own ``PixelNormalization`` (``include_preprocessing``) takes raw
+            pixels only. Never scaled twice.
         classes: number of new classes.
         head_epochs: epochs of phase 1 (head only); 0 skips it. Default 5,
             a short phase: it only has to fit the fresh head before the body
@@ -395,7 +445,11 @@ def finetune(
 
     Returns:
         ``(model, history)``: the fine-tuned copy (left as phase 2 trains it:
-        body trainable, BatchNormalization frozen) and ``{"head": ..., "full":
+        body trainable, BatchNormalization frozen; a
+        :class:`~keras_gresnet.layers.ZooModel` whose card names the source,
+        the preprocessing and a folder's class names, so that
+        :func:`keras_gresnet.decode_predictions` and
+        :func:`keras_gresnet.zoo.save_preset` need nothing more) and ``{"head": ..., "full":
         ...}``, each phase's ``History.history`` (``{}`` for a skipped phase;
         with the cosine schedule it holds each epoch's ``learning_rate``).
     """
@@ -409,19 +463,33 @@ def finetune(
     check_choice(schedule, "schedule", SCHEDULES)
     check_choice(verbose, "verbose", VERBOSITIES)
     source = load_pretrained(model)
-    normalise = _source_pixels(model, source)
+    class_names = None
     if isinstance(train_data, (str, os.PathLike)):
-        train_data, folder_test = _folder_data(train_data, source, classes)
+        train_data, folder_test, class_names = _folder_data(train_data, source, classes)
         if validation_data is None:
             validation_data = folder_test
     if isinstance(validation_data, (str, os.PathLike)):
         validation_data = _folder_data(validation_data, source, classes)[1]
-    train_data = _fit_data(train_data, "train_data", classes, source, normalise)
+    train_data = _fit_data(train_data, "train_data", classes, source)
+    raw = _is_raw(train_data)
     if validation_data is not None:
-        validation_data = _fit_data(validation_data, "validation_data", classes, source,
-                                    normalise)
-
-    net = new_head(source, classes)
+        validation_data = _fit_data(validation_data, "validation_data", classes, source)
+        if _is_raw(validation_data) != raw:
+            raise ValueError(
+                f"validation_data holds {'raw 0-255' if not raw else 'preprocessed'} pixels "
+                f"and train_data {'raw 0-255' if raw else 'preprocessed'} ones: give both "
+                f"the same way")
+    takes_raw = takes_raw_pixels(source)
+    if takes_raw and not raw:
+        raise ValueError(
+            f"model {source.name} takes raw 0-255 pixels (it has a PixelNormalization layer), "
+            f"but train_data holds preprocessed ones (none above {RAW_PIXELS_ABOVE:g}): give "
+            f"the raw pixels")
+    preprocessing = _source_statistics(model, source) if raw and not takes_raw else None
+    net = new_head(source, classes, preprocessing=preprocessing, class_names=class_names)
+    if isinstance(model, (str, os.PathLike)) and not model_card(source).get("source"):
+        net.remember(net.builder, net.builder_kwargs,
+                     {**net.card, "source": f"fine-tuned from {model}"})
     from_logits = _head(net).activation is keras.activations.linear
     x, y = (train_data, None) if _is_batches(train_data) else train_data
     history = {}

@@ -173,7 +173,7 @@ def plot_gates_over_epochs(gates, path, title=None):
         epochs, ks = zip(*sorted(points))
         ax.plot(epochs, ks, color=color, label=f"{index}: {block}")
     ax.axhline(0, color="black", linewidth=0.8)  # k <= 0: the block is an identity
-    ax.set(xlabel="epoch", ylabel="k (the block's factor is g(k) = ReLU(k))")
+    ax.set(xlabel="epochs trained (0: initial)", ylabel="k (the block's factor is g(k) = ReLU(k))")
     if len(indices) <= _MAX_LEGEND:
         ax.legend(fontsize="small")
     else:

@@ -25,7 +25,10 @@ from keras_gresnet.finetune import source_info
 def decode_predictions(preds, source, top=5):
     """``[[(class_name, probability), ...] per row]``, best first, ``top``
     per row (Keras Applications' ``decode_predictions`` with the class names
-    of ``source``: a weights name, run or preset folder, or a list of names)."""
+    of ``source``: the model itself, a weights name, run or preset folder,
+    or a list of names). A zoo model carries its class names in its card:
+    built with weights, loaded from a preset, a run or a ``.keras`` file
+    saved by this package, or fine-tuned on a picture folder."""
     preds = np.asarray(preds)
     if preds.ndim != 2:
         raise ValueError(f"preds must be (batch, classes) probabilities, got shape "
@@ -55,13 +58,16 @@ def model_input_shape(model):
     return shape
 
 
-def read_pictures(paths, image_shape, preprocessing=None):
+def read_pictures(paths, image_shape, preprocessing=None, *, raw=False):
     """Float32 batch of the pictures ``paths`` fitted to ``image_shape``
     (:mod:`keras_gresnet.data.folders`' rules), normalised by
     ``preprocessing`` (a :class:`Preprocessing` config; ``None``: scaled to
-    [0, 1])."""
+    [0, 1]); with ``raw``, their 0-255 values (for a model that normalises
+    them itself)."""
     height, width, channels = image_shape
     images = np.stack([_fitted(_open(Path(p)), height, width, channels) for p in paths])
+    if raw:
+        return images.astype(np.float32)
     method = Preprocessing.from_config(preprocessing) if preprocessing else \
         Preprocessing.fit("scale", images[:0])
     return method(images)

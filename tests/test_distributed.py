@@ -73,7 +73,7 @@ def test_two_workers_train_in_lockstep(two_workers):
     for name in first:
         np.testing.assert_array_equal(first[name], second[name], err_msg=name)
     history = report(chief)["history"]
-    assert [r["epoch"] for r in history] == list(range(RUN["epochs"]))
+    assert [r["epoch"] for r in history] == list(range(1, RUN["epochs"] + 1))
     assert history[-1]["loss"] < 0.5 * history[0]["loss"]
     # Both log the same all-reduced numbers and test the same (the chief's) model.
     assert [r["loss"] for r in report(other)["history"]] == [r["loss"] for r in history]
@@ -222,9 +222,9 @@ def test_a_killed_worker_is_survived_by_resuming(tmp_path, two_workers):
         codes = workers.wait()
         assert codes == [0, 0], workers.output(0)[-3000:] + workers.output(1)[-3000:]
     history = read_csv(run / "history.csv")
-    assert [int(r["epoch"]) for r in history] == list(range(RUN["epochs"]))
+    assert [int(r["epoch"]) for r in history] == list(range(1, RUN["epochs"] + 1))
     gate_epochs = sorted({int(r["epoch"]) for r in read_csv(run / "gates.csv")})
-    assert gate_epochs == list(range(-1, RUN["epochs"]))
+    assert gate_epochs == list(range(0, RUN["epochs"] + 1))
     assert history[: len(before)] == before  # the epochs before the kill are kept
     assert json.loads((run / "results.json").read_text())["epochs"] == RUN["epochs"]
     assert not backup.exists() and not (folders[1] / "run").exists()

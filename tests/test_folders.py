@@ -9,12 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import keras
 import numpy as np
 import pytest
 from PIL import Image
 
 import keras_gresnet
 from keras_gresnet import data, finetune, predictions, zoo
+from keras_gresnet.layers import PixelNormalization
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -167,35 +169,76 @@ def fed(monkeypatch):
 
 
 def test_finetune_from_a_folder_applies_the_sources_preprocessing(pets, fed):
-    """Raw pictures get the weights' preprocessing (GR's MNIST nets: / 255)
-    and the model's channels; the commonest mistakes are one line each."""
+    """Raw pictures go in raw, and the weights' preprocessing (GR's MNIST
+    nets: / 255) becomes the returned model's first layer: it takes the
+    folder's pixels, scaled once, and knows the folder's class names. The
+    commonest mistakes are one line each."""
     model, _ = finetune.finetune("gresnet_mlp2_fashion_mnist", str(pets), classes=2,
                                  head_epochs=1, full_epochs=0, verbose=0)
     x = fed["x"]
-    assert x.dtype == np.float32 and 0 <= x.min() and x.max() <= 1  # scaled once
+    grey = data.read_image_folder(pets, image_shape=(28, 28, 1))["train"][0]
+    assert x.dtype == np.uint8 and x.max() > 1  # the folder's own pixels
+    np.testing.assert_array_equal(np.sort(x.ravel()), np.sort(grey.ravel()))
+    layer = model.get_layer("preprocessing")
+    assert isinstance(layer, PixelNormalization) and layer.method == "scale"
+    assert [layer.name for layer in model.layers][:3] == ["input", "preprocessing", "flatten"]
+    scaled = np.asarray(keras.Model(model.input, layer.output)(grey[:2].astype(np.float32)))
+    np.testing.assert_allclose(scaled, grey[:2] / np.float32(255), rtol=0, atol=1e-7)
     assert model.output_shape == (None, 2)
+    assert model.card["class_names"] == ["cat", "dog"]
+    assert model.card["source"] == "fine-tuned from gresnet_mlp2_fashion_mnist"
+    top = keras_gresnet.decode_predictions(model.predict(grey[:1], verbose=0), model, top=2)[0]
+    assert sorted(name for name, _ in top) == ["cat", "dog"]
     with pytest.raises(ValueError, match="has 2 classes"):
         finetune.finetune("gresnet_mlp2_fashion_mnist", str(pets), classes=3, verbose=0)
     rgb = (np.zeros((4, 28, 28, 3), np.uint8), np.zeros(4, int))
     with pytest.raises(ValueError, match="images have 3 channel"):
         finetune.finetune("gresnet_mlp2_fashion_mnist", rgb, classes=2, verbose=0)
-    raw = (np.full((4, 28, 28, 1), 255.0), np.zeros(4, int))
-    with pytest.raises(ValueError, match="look like raw 0-255 pixels"):
-        finetune.finetune("gresnet_mlp2_fashion_mnist", raw, classes=2, verbose=0)
     one_hot = (np.zeros((4, 28, 28, 1), np.uint8), np.eye(2)[[0, 1, 1, 0]])
     finetune.finetune("gresnet_mlp2_fashion_mnist", one_hot, classes=2, head_epochs=1,
                       full_epochs=0, verbose=0)  # one-hot labels accepted
 
 
+def test_raw_float_pixels_get_the_layer_and_preprocessed_ones_do_not(fed):
+    """0-255 floats (``image_dataset_from_directory``'s) are raw pixels: the
+    source's preprocessing becomes a layer; floats up to 16 are taken as
+    preprocessed and go into a model without one; a mix, or preprocessed
+    pixels into a net that scales them itself, is refused in one line."""
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 256, (8, 28, 28, 1)).astype(np.float32)
+    labels = np.arange(8) % 2
+    raw, _ = finetune.finetune("gresnet_mlp2_fashion_mnist", (pixels, labels), classes=2,
+                               head_epochs=1, full_epochs=0, verbose=0)
+    assert "preprocessing" in [layer.name for layer in raw.layers]
+    assert fed["x"].max() > 16  # fed raw
+    scaled, _ = finetune.finetune("gresnet_mlp2_fashion_mnist", (pixels / 255, labels),
+                                  classes=2, head_epochs=1, full_epochs=0, verbose=0)
+    assert "preprocessing" not in [layer.name for layer in scaled.layers]
+    # the same weights: the layer does what the caller did
+    scaled.set_weights(raw.get_weights())
+    np.testing.assert_allclose(raw.predict(pixels, verbose=0),
+                               scaled.predict(pixels / np.float32(255), verbose=0),
+                               rtol=0, atol=1e-5)
+    with pytest.raises(ValueError, match="give both the same way"):
+        finetune.finetune("gresnet_mlp2_fashion_mnist", (pixels, labels), classes=2,
+                          validation_data=(pixels / 255, labels), verbose=0)
+    layered = zoo.gresnet_mlp(depth=2, weights="fashion_mnist", include_preprocessing=True)
+    with pytest.raises(ValueError, match="takes raw 0-255 pixels"):
+        finetune.finetune(layered, (pixels / 255, labels), classes=2, verbose=0)
+
+
 def test_a_net_with_its_own_preprocessing_layer_gets_raw_pixels_once(pets, fed):
     """include_preprocessing=True puts the weights' scaling into the net: the
-    folder's pixels reach it raw (0-255), not scaled a second time."""
+    folder's pixels reach it raw (0-255), not scaled a second time, and no
+    second layer is added."""
     model = zoo.gresnet_mlp(depth=2, weights="fashion_mnist", include_preprocessing=True)
-    finetune.finetune(model, str(pets), classes=2, head_epochs=1, full_epochs=0, verbose=0)
+    tuned, _ = finetune.finetune(model, str(pets), classes=2, head_epochs=1, full_epochs=0,
+                                 verbose=0)
     x = fed["x"]
-    assert x.dtype == np.float32 and x.max() > 1  # raw pixels: the net scales them
+    assert x.max() > 1  # raw pixels: the net scales them
     grey = data.read_image_folder(pets, image_shape=(28, 28, 1))["train"][0]
-    np.testing.assert_array_equal(np.sort(x.ravel()), np.sort(grey.astype(np.float32).ravel()))
+    np.testing.assert_array_equal(np.sort(x.ravel()), np.sort(grey.ravel()))
+    assert sum(isinstance(layer, PixelNormalization) for layer in tuned.layers) == 1
 
 
 @pytest.mark.integration
@@ -226,6 +269,33 @@ def test_folder_to_train_to_predict(pets, tmp_path):
         [sys.executable, "-m", "keras_gresnet.cli", "predict", str(run), "nope.png"],
         capture_output=True, text=True, env=env, timeout=600)
     assert missing.returncode == 2 and "nope.png: no such picture file" in missing.stderr
+
+
+
+@pytest.mark.integration
+def test_finetuned_model_file_predicts_raw_pictures_with_the_folders_names(pets, tmp_path):
+    """Fine-tune on the folder, save the model as a .keras file, and predict
+    with it: the file carries the preprocessing (a layer: the pictures go in
+    raw, scaled once) and the folder's class names (its card)."""
+    model, _ = finetune.finetune("gresnet_mlp2_fashion_mnist", str(pets), classes=2,
+                                 head_epochs=1, full_epochs=1, verbose=0)
+    model.save(tmp_path / "pets.keras")
+    files = [str(pets / "cat" / "0.png"), str(pets / "dog" / "1.png")]
+    raw = data.read_image_folder(pets, image_shape=(28, 28, 1))
+    expected = model.predict(predictions.read_pictures(files, (28, 28, 1), raw=True), verbose=0)
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    shown = subprocess.run(
+        [sys.executable, "-m", "keras_gresnet.cli", "predict", str(tmp_path / "pets.keras"),
+         *files, "--top", "1"], capture_output=True, text=True, env=env, timeout=600)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert "no preprocessing" not in shown.stderr
+    lines = shown.stdout.strip().splitlines()
+    names = raw["class_names"]
+    for line, row in zip(lines, expected):
+        name, share = line.split(": ")[1].split()
+        assert name == names[int(row.argmax())]
+        # printed to 0.1 %: the same probabilities as the model's on raw pixels
+        assert abs(float(share.rstrip("%")) - 100 * float(row.max())) <= 0.05 + 1e-6
 
 
 def test_version_is_the_packages(capsys):

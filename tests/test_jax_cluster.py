@@ -76,7 +76,7 @@ def test_two_processes_train_as_one_process_on_two_devices(two_processes, two_de
     assert config["sync_batchnorm"] is True  # one SPMD program: global statistics
     assert config["versions"]["backend"] == "jax"
     history = mine["history"]
-    assert [r["epoch"] for r in history] == list(range(RUN["epochs"]))
+    assert [r["epoch"] for r in history] == list(range(1, RUN["epochs"] + 1))
     assert history[-1]["loss"] < 0.6 * history[0]["loss"]  # it learns
     for a, b in zip(history, reference["history"], strict=True):
         for key in ("loss", "accuracy", "test_loss", "test_accuracy"):
@@ -156,7 +156,7 @@ def test_a_killed_process_is_survived_by_resuming(tmp_path, two_processes):
         codes = processes.wait()
         assert codes == [0, 0], processes.output(0)[-3000:] + processes.output(1)[-3000:]
     history = read_csv(run / "history.csv")
-    assert [int(r["epoch"]) for r in history] == list(range(RUN["epochs"]))
+    assert [int(r["epoch"]) for r in history] == list(range(1, RUN["epochs"] + 1))
     assert history[: len(before)] == before
     assert not backup.exists() and not (folders[1] / "run").exists()
     logged = events(run / "tensorboard")  # the chief's callback, outside the distribution

@@ -77,7 +77,7 @@ def test_read_history_parses_columns_in_any_order(tmp_path):
         "epoch", "loss", "accuracy", "lr", "val_loss", "val_accuracy",
         "test_loss", "test_accuracy",
     }
-    assert history["epoch"] == [0, 1, 2]
+    assert history["epoch"] == [1, 2, 3]  # a file counting from 0 (before 1-based files)
     assert history["loss"] == [2.30, 1.50, 0.90]
     assert history["lr"] == [0.1, 0.1, 0.01]
     assert history["val_accuracy"][:2] == [0.20, 0.45]
@@ -85,10 +85,19 @@ def test_read_history_parses_columns_in_any_order(tmp_path):
 
 
 def test_read_gates_parses_rows(tmp_path):
+    """Epochs count as the console does (0: the initial gates); a file from
+    before, whose initial rows were epoch -1, reads the same."""
     rows = read_gates(write(tmp_path / "gates.csv", GATES_CSV))
     assert len(rows) == 6
-    assert rows[0] == {"epoch": -1, "index": 0, "block": "conv2_block1_gate", "k": 1.0, "g": 1.0}
-    assert rows[4] == {"epoch": 1, "index": 0, "block": "conv2_block1_gate", "k": -0.1, "g": 0.0}
+    assert rows[0] == {"epoch": 0, "index": 0, "block": "conv2_block1_gate", "k": 1.0, "g": 1.0}
+    assert rows[4] == {"epoch": 2, "index": 0, "block": "conv2_block1_gate", "k": -0.1, "g": 0.0}
+    shifted = "epoch,index,block,k,g\n" + "".join(
+        f"{int(line.split(',')[0]) + 1},{line.split(',', 1)[1]}\n"
+        for line in GATES_CSV.splitlines()[1:])
+    assert read_gates(write(tmp_path / "new.csv", shifted)) == rows
+    new_history = HISTORY_CSV.replace(",0,0.20", ",1,0.20").replace(",1,0.45", ",2,0.45") \
+        .replace(",2,NA", ",3,NA")
+    assert read_history(write(tmp_path / "h.csv", new_history))["epoch"] == [1, 2, 3]
 
 
 @pytest.mark.parametrize(

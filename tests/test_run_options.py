@@ -54,7 +54,7 @@ def test_tensorboard_logs_keras_scalars_test_metrics_and_every_gate(tmp_path):
     for block in blocks:
         assert steps(found, "train", f"gates/{block}") == [0, 1]
         assert scalars(found, "train", f"gates/{block}") == pytest.approx(
-            [float(r["g"]) for r in gates if r["block"] == block and int(r["epoch"]) >= 0],
+            [float(r["g"]) for r in gates if r["block"] == block and int(r["epoch"]) >= 1],
             rel=1e-6)
     assert scalars(found, "train", "gates/block1_gate")[-1] == pytest.approx(
         run.results["gates"]["block1_gate"], rel=1e-6)
@@ -116,7 +116,7 @@ def test_a_resumed_run_appends_to_its_logs_and_keeps_its_dtype_policy(tmp_path, 
     assert isinstance(run.model.optimizer, keras.optimizers.LossScaleOptimizer)
     found = events(out / "tensorboard")
     history = read_csv(out / "history.csv")
-    assert [int(r["epoch"]) for r in history] == [0, 1, 2]
+    assert [int(r["epoch"]) for r in history] == [1, 2, 3]
     for run_name in ("train", "test"):
         assert steps(found, run_name, "epoch_loss") == [0, 1, 2]  # each epoch once
     assert scalars(found, "train", "epoch_loss") == pytest.approx(
@@ -205,7 +205,7 @@ def test_mixed_float16_trains_loss_scaled_and_its_model_loads(tmp_path):
     losses = [r["loss"] for r in run.history]
     assert all(np.isfinite(losses)) and losses[1] < losses[0]
     gates = read_csv(out / "gates.csv")
-    initial = [float(r["g"]) for r in gates if r["epoch"] == "-1"]
+    initial = [float(r["g"]) for r in gates if r["epoch"] == "0"]
     assert len(initial) == 2 and [g.g for g in gate_layers(net)] != pytest.approx(initial)
 
     loaded = keras.saving.load_model(out / "model.keras", safe_mode=True)

@@ -75,13 +75,13 @@ def test_run_folder_holds_everything(tmp_path):
     assert config["replicas"] == 1 and config["global_batch_size"] == 128
 
     history = read_csv(out / "history.csv")
-    assert [int(r["epoch"]) for r in history] == [0, 1]
+    assert [int(r["epoch"]) for r in history] == [1, 2]  # as the console counts
     assert {"loss", "accuracy", "test_loss", "test_accuracy", "lr"} <= set(history[0])
     assert float(history[0]["lr"]) == pytest.approx(0.002)
 
     gates = read_csv(out / "gates.csv")
     assert [(int(r["epoch"]), r["block"]) for r in gates] == [
-        (e, b) for e in (-1, 0, 1) for b in ("block1_gate", "block2_gate")]
+        (e, b) for e in (0, 1, 2) for b in ("block1_gate", "block2_gate")]  # 0: initial
     assert all(float(r["k"]) == 1.0 for r in gates[:2])  # GR: k starts at 1
     final = {r["block"]: float(r["g"]) for r in gates[-2:]}
     assert final == pytest.approx(run.results["gates"])
@@ -240,10 +240,10 @@ def test_resume_after_sigkill_continues_the_history(tmp_path):
     assert second.returncode == 0, second.stdout + second.stderr
     assert "Epoch 1/6" not in second.stdout  # resumed, not restarted
     history = read_csv(out / "history.csv")
-    assert [int(r["epoch"]) for r in history] == [0, 1, 2, 3, 4, 5]
+    assert [int(r["epoch"]) for r in history] == [1, 2, 3, 4, 5, 6]
     assert history[0] == killed_at[0]  # the epoch trained before the kill is kept
     gate_epochs = [int(r["epoch"]) for r in read_csv(out / "gates.csv")]
-    assert gate_epochs == [-1, 0, 1, 2, 3, 4, 5]
+    assert gate_epochs == [0, 1, 2, 3, 4, 5, 6]
     assert json.loads((out / "results.json").read_text())["epochs"] == 6
     assert not (out / "backup").exists()
     # Epoch e reads the batches of (seed, e), and the backup holds the

@@ -3,7 +3,9 @@ promises): nothing of the user's is deleted, bad input is one line and exit
 2 before the first write, bugs keep their traceback, the history records
 the rate each epoch trained at, and listing needs no TensorFlow."""
 
+import dataclasses
 import errno
+import importlib.util
 import json
 import os
 import subprocess
@@ -14,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from keras_gresnet import _catalog, cli, files, training, weights, zoo
+from keras_gresnet import _catalog, cli, data, files, training, weights, zoo
 
 TINY = ["--dataset", "fashion_mnist", "--max-train-examples", "256",
         "--max-test-examples", "200", "--epochs", "1"]
@@ -496,12 +498,37 @@ def test_evaluate_uses_the_runs_own_test_subset(finished, capsys):
 # ----------------------------------------------------------- the command line
 
 
-def test_catalog_lists_every_builder_with_its_docstring():
+def _write_catalog():
+    spec = importlib.util.spec_from_file_location(
+        "write_catalog", Path(__file__).parent.parent / "scripts" / "write_catalog.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_catalog_is_generated_from_the_registry_and_the_recipes():
+    """``_catalog.py`` (what ``list`` and ``train --help`` show without Keras)
+    is exactly what ``scripts/write_catalog.py`` generates today."""
     expected = {name: (zoo.model_builder(name).__doc__ or "").strip().splitlines()[0]
                 for name in zoo.list_models()}
-    assert _catalog.MODELS == expected, (
-        "keras_gresnet/_catalog.py is out of date; regenerate it from zoo.list_models()")
-    assert _catalog.RECIPES == tuple(training.RECIPES)  # train --help lists them
+    assert _catalog.MODELS == expected
+    assert _catalog.RECIPES == tuple(training.RECIPES)
+    fields = {f.name for f in dataclasses.fields(training.Recipe)} - {"name", "citation"}
+    assert set(_catalog.RECIPE_FIELDS) == fields
+    assert all(meaning.strip() for meaning in _catalog.RECIPE_FIELDS.values())
+    assert Path(_catalog.__file__).read_text() == _write_catalog().catalog_text(), (
+        "keras_gresnet/_catalog.py is out of date: run python scripts/write_catalog.py")
+
+
+def test_train_help_lists_every_recipe_field_recipe_and_dataset(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["train", "--help"])
+    text = capsys.readouterr().out
+    for name in _catalog.RECIPE_FIELDS:
+        assert f"--{name.replace('_', '-')}" in text
+    assert "--learning-rate / --lr" in text
+    for name in (*training.RECIPES, *data.DATASETS):
+        assert name in text
 
 
 @pytest.mark.integration

@@ -15,7 +15,9 @@ import keras
 import numpy as np
 import pytest
 
+import keras_gresnet as kg
 from keras_gresnet import cli, weights, zoo
+from keras_gresnet.layers import ZooModel
 
 MLP = dict(depth=2)
 MLP_SHAPE = (4, 4, 1)  # 16 inputs, flattened: a tiny GResNet MLP
@@ -389,7 +391,9 @@ def test_preset_round_trip(tmp_path, published, registry):
     config = json.loads((preset / "config.json").read_text())
     assert config["builder"] == "gresnet_mlp" and config["keras_version"] == keras.__version__
     assert config["builder_kwargs"] == {"depth": 2, "input_shape": list(MLP_SHAPE)}
-    assert json.loads((preset / "metadata.json").read_text()) == {"dataset": "fashion_mnist"}
+    # the model's card (weights from a file: the file) updated with the metadata given
+    assert json.loads((preset / "metadata.json").read_text()) == {
+        "source": str(published.folder / "gresnet_mlp2_tiny.keras"), "dataset": "fashion_mnist"}
     loaded = zoo.from_preset(preset)
     np.testing.assert_array_equal(_outputs(loaded, published.x), published.mlp_out)
     new_head = zoo.gresnet_mlp(depth=2, input_shape=MLP_SHAPE, classes=2, weights=str(preset))
@@ -400,6 +404,55 @@ def test_preset_round_trip(tmp_path, published, registry):
         zoo.save_preset(source, tmp_path / "other", builder="gresnet_mlp",
                             builder_kwargs=dict(depth=4))
     assert not (tmp_path / "other").exists()
+
+
+def test_a_zoo_model_remembers_its_builder_and_card_through_every_file(
+        tmp_path, published, registry, server, monkeypatch):
+    """KerasHub's ease: a zoo model knows its builder, arguments and weights'
+    card (in its config), so save_preset needs nothing more, metadata.json is
+    the card, a .keras file keeps both, decode_predictions reads the model,
+    and from_preset takes the builders' overrides."""
+    path = published.folder / "gresnet_mlp2_tiny.weights.h5"
+    registry.write([_entry("gresnet_mlp2_tiny", path)])
+    _serve(server, monkeypatch, path)
+    model = zoo.gresnet_mlp(depth=2, weights="gresnet_mlp2_tiny")
+    assert isinstance(model, ZooModel) and model.builder == "gresnet_mlp"
+    kwargs = model.builder_kwargs
+    assert kwargs["depth"] == 2 and kwargs["input_shape"] == list(MLP_SHAPE)
+    assert "weights" not in kwargs and "input_tensor" not in kwargs
+    names = [f"class{i}" for i in range(10)]
+    assert model.card == dict(
+        source="gresnet_mlp2_tiny", dataset="fashion_mnist", class_names=names,
+        preprocessing={"method": "scale", "mean": [0.0], "std": [1.0]},
+        test_error_percent=12.5, weights_sha256=weights.sha256_of(path))
+    preds = _outputs(model, published.x)
+    best = [names[i] for i in preds.argmax(axis=1)]
+    assert [row[0][0] for row in kg.decode_predictions(preds, model, top=1)] == best
+    # a .keras file keeps both; a preset needs no builder arguments
+    model.save(tmp_path / "m.keras")
+    again = kg.load_model(tmp_path / "m.keras")
+    assert (again.builder, again.builder_kwargs, again.card) == (
+        model.builder, model.builder_kwargs, model.card)
+    preset = zoo.save_preset(again, tmp_path / "preset")
+    assert json.loads((preset / "metadata.json").read_text()) == model.card
+    assert json.loads((preset / "config.json").read_text())["builder_kwargs"] == kwargs
+    loaded = zoo.from_preset(preset)
+    np.testing.assert_array_equal(_outputs(loaded, published.x), preds)
+    assert loaded.card == model.card
+    # overrides: a new head keeps the body, and the card forgets the old classes
+    three = zoo.from_preset(preset, classes=3)
+    assert three.output_shape == (None, 3) and "class_names" not in three.card
+    np.testing.assert_array_equal(_outputs(_body(three, "block1_gate"), published.x),
+                                  published.mlp_body)
+    body = zoo.from_preset("gresnet_mlp2_tiny", include_top=False)
+    assert body.output_shape == (None, 50) and body.card["dataset"] == "fashion_mnist"
+    with pytest.raises(ValueError, match="overrides accepted: include_top"):
+        zoo.from_preset(preset, depth=4)
+    # a model the zoo did not build must say what rebuilds it
+    plain = keras.Model(model.input, model.output)
+    with pytest.raises(ValueError, match="pass builder= and builder_kwargs="):
+        zoo.save_preset(plain, tmp_path / "plain")
+    assert not (tmp_path / "plain").exists()
 
 
 def test_interrupted_preset_save_leaves_no_preset(tmp_path, monkeypatch, published):

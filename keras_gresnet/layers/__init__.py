@@ -3,7 +3,7 @@ and graph helpers, built on ``keras.ops`` only: the bottom of the package,
 importing nothing above it."""
 
 from keras_gresnet.layers.convolution import Conv2D
-from keras_gresnet.layers.graph import all_layers, gate_layers
+from keras_gresnet.layers.graph import all_layers, gate_layers, takes_raw_pixels
 from keras_gresnet.layers.merges import (
     GATE_FORMS,
     SHORTCUT_GATE_FORMS,
@@ -11,6 +11,7 @@ from keras_gresnet.layers.merges import (
     ScaledAdd,
     ShortcutGate,
 )
+from keras_gresnet.layers.model import ZooModel, model_card
 from keras_gresnet.layers.normalization import BatchNormalization
 from keras_gresnet.layers.preprocessing import PixelNormalization, pixel_statistics
 from keras_gresnet.layers.shortcuts import ShortcutDropout, ZeroPadShortcut
@@ -55,8 +56,11 @@ __all__ = [
     "ShortcutDropout",
     "ShortcutGate",
     "ZeroPadShortcut",
+    "ZooModel",
     "all_layers",
     "channel_axis",
+    "model_card",
+    "takes_raw_pixels",
     "check_unit_args",
     "conv",
     "dense_layer",

@@ -282,7 +282,12 @@ def build_model(config, input_shape, num_classes):
             config["model"], input_shape=input_shape, classes=num_classes,
             **config["model_kwargs"]
         )
-    recipes.Recipe.from_config(config["recipe"]).apply_to(model)
+    recipe = recipes.Recipe.from_config(config["recipe"])
+    recipe.apply_to(model)
+    kwargs = getattr(model, "builder_kwargs", None)
+    if getattr(model, "builder", None) and "bn_momentum" in kwargs:
+        kwargs["bn_momentum"] = recipe.bn_momentum  # what apply_to set: the record agrees
+        model.remember(model.builder, kwargs, model.card)
     # Keras' synchronized BatchNorm is TensorFlow's; JAX's data_parallel and
     # multi_worker compute global statistics by themselves.
     sync_batchnorm(model, config.get("sync_batchnorm", False)

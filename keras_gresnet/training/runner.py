@@ -134,7 +134,8 @@ def _train(config, cluster, out, overwrite, verbose, tensorboard):
     _check_finite(logger, config, out)
     results = _results(loop.evaluate(pipe.test), net, logger.history, initial_epoch, seconds)
     if loop.chief:
-        runs.finish(out, inference_copy(net), results, logger.gates, config["dataset"])
+        runs.finish(out, inference_copy(net), results, logger.gates, config["dataset"],
+                    config)
     return Run(out=out if loop.chief else None, config=config, model=net,
                history=logger.history, results=results)
 
@@ -243,7 +244,7 @@ def _results(test, net, history, initial_epoch, seconds):
         test_loss=float(test["loss"]),
         test_accuracy=float(test["accuracy"]),
         test_error_percent=100 * (1 - float(test["accuracy"])),
-        epochs=history[-1]["epoch"] + 1 if history else initial_epoch,
+        epochs=history[-1]["epoch"] if history else initial_epoch,
         seconds_this_process=round(seconds, 1),
         machine=_machine(),
         gates={g.name: g.g for g in gate_layers(net)},

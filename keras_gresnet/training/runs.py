@@ -4,8 +4,8 @@ folders a run may use.
 ============== ===========================================================
 config.json    the resolved config (written first)
 history.csv    per-epoch loss/accuracy (train, validation, test) and the lr of the
-               epoch's first step
-gates.csv      per-epoch ``k`` and ``g(k)`` of every gate (epoch -1: initial)
+               epoch's first step; ``epoch`` 1 is the first (the console's count)
+gates.csv      per-epoch ``k`` and ``g(k)`` of every gate (epoch 0: initial)
 model.keras    the final model, without optimizer state
                (:func:`keras_gresnet.training.inference_copy`)
 history.png    training / test curves; gates.png: ``k`` per block over epochs
@@ -40,7 +40,7 @@ from keras_gresnet._checks import check_int
 from keras_gresnet.files import (
     atomic_path, remove_stale_temporaries, temporary_target, write_csv, write_json,
 )
-from keras_gresnet.layers import gate_layers
+from keras_gresnet.layers import ZooModel, gate_layers
 from keras_gresnet.weights.loading import load_model_file  # noqa: F401 (the one safe loader)
 from keras_gresnet.training.tensorboard import RUNS as TENSORBOARD_RUNS
 from keras_gresnet.training.tensorboard import TENSORBOARD
@@ -143,17 +143,21 @@ def read_history(path):
         for column in columns
     }
     epochs = history["epoch"]
-    bad = next((i for i, e in enumerate(epochs) if e < 0 or (i and e <= epochs[i - 1])), None)
+    if epochs and epochs[0] == 0:  # written before epochs counted from 1
+        epochs[:] = [e + 1 for e in epochs]
+    bad = next((i for i, e in enumerate(epochs) if e < 1 or (i and e <= epochs[i - 1])), None)
     if bad is not None:
         raise ValueError(f"{path}, line {bad + 2}: epoch {epochs[bad]} after "
                          f"{epochs[bad - 1] if bad else 'none'}; a history's epochs count up "
-                         f"from 0, once each")
+                         f"from 1, once each")
     return history
 
 
 def read_gates(path):
     """A ``gates.csv`` (or a run folder's) as a list of ``{"epoch", "index",
     "block", "k", "g"}`` dicts (``epoch``, ``index`` ints; ``k``, ``g`` floats).
+    ``epoch`` counts the epochs trained: 0 is before training, 1 after the
+    first (a file written when the initial gates were epoch -1 is read so).
 
     Raises:
         ValueError: a required column is missing (the message names the file
@@ -161,10 +165,14 @@ def read_gates(path):
     """
     path = _in_run(path, GATES)
     casts = {"epoch": int, "index": int, "block": str, "k": float, "g": float}
-    return [
+    rows = [
         {c: _number(row[c], cast, path, line, c) for c, cast in casts.items()}
         for line, row in enumerate(_read_csv(path, GATES_COLUMNS)[1], start=2)
     ]
+    if rows and min(r["epoch"] for r in rows) == -1:  # written before epochs counted from 1
+        for row in rows:
+            row["epoch"] += 1
+    return rows
 
 
 def _history_rows(path):
@@ -200,7 +208,8 @@ def write_results(out, results):
 
 
 def gate_rows(model, epoch):
-    """``(epoch, index, block, k, g)`` for every gate of ``model``."""
+    """``(epoch, index, block, k, g)`` for every gate of ``model``; ``epoch``:
+    the epochs trained (0 before training)."""
     return [
         (epoch, i, gate.name, float(keras.ops.convert_to_numpy(gate.k)), gate.g)
         for i, gate in enumerate(gate_layers(model))
@@ -235,14 +244,19 @@ class RunLogger(keras.callbacks.Callback):
         self._trimmed = False
         self._epoch_start = None
 
+    # Epochs are counted as the console counts them ("Epoch 1/10"): a row's
+    # epoch is the number of epochs trained when it was written (Keras'
+    # callbacks get the 0-based index of the epoch), the gates' first rows
+    # (before training) are epoch 0.
+
     def on_train_begin(self, logs=None):
         if not self.gates:
-            self.gates = [dict(zip(self.GATE_COLUMNS, r)) for r in gate_rows(self.model, -1)]
+            self.gates = [dict(zip(self.GATE_COLUMNS, r)) for r in gate_rows(self.model, 0)]
 
     def on_epoch_begin(self, epoch, logs=None):
-        if not self._trimmed:  # the first epoch of this process
-            self.history = [r for r in self.history if r["epoch"] < epoch]
-            self.gates = [r for r in self.gates if r["epoch"] < epoch]
+        if not self._trimmed:  # the first epoch of this process: `epoch` were trained
+            self.history = [r for r in self.history if r["epoch"] <= epoch]
+            self.gates = [r for r in self.gates if r["epoch"] <= epoch]
             self._trimmed = True
         self._epoch_start = time.perf_counter()
         # The rate the epoch's first step trains at (the schedule at the
@@ -256,7 +270,7 @@ class RunLogger(keras.callbacks.Callback):
             self.model.stop_training = True
 
     def on_epoch_end(self, epoch, logs=None):
-        row = {"epoch": epoch, **{k: float(v) for k, v in (logs or {}).items()}}
+        row = {"epoch": epoch + 1, **{k: float(v) for k, v in (logs or {}).items()}}
         row["seconds"] = round(time.perf_counter() - self._epoch_start, 3)
         row["lr"] = self._epoch_lr
         if self.test is not None and not self.diverged:
@@ -265,10 +279,12 @@ class RunLogger(keras.callbacks.Callback):
             # statistics that testing (and the saved model) use are not
             # finite any more (seen on JAX): that is divergence too.
             if not math.isfinite(row.get("test_loss", 0.0)):
-                self.diverged = f"the test loss became {row['test_loss']} after epoch {epoch}"
+                self.diverged = (f"the test loss became {row['test_loss']} after epoch "
+                                 f"{epoch + 1}")
                 self.model.stop_training = True
         self.history.append(row)
-        self.gates += [dict(zip(self.GATE_COLUMNS, r)) for r in gate_rows(self.model, epoch)]
+        self.gates += [dict(zip(self.GATE_COLUMNS, r))
+                       for r in gate_rows(self.model, epoch + 1)]
         if self.out is not None:
             self.write()
 
@@ -549,10 +565,32 @@ def prepare_folder(out, config, *, overwrite, resumed):
         write_json(out / CONFIG, config)
 
 
-def finish(out, model, results, gates, dataset):
+def run_card(config, results):
+    """The card (:data:`keras_gresnet.layers.model.CARD_FIELDS`) of a
+    finished run of ``config``: its dataset, class names, the pipeline's
+    preprocessing and the test error."""
+    from keras_gresnet.data.datasets import DATASETS
+
+    data = config.get("data") or {}
+    names = data.get("class_names")
+    if names is None and config.get("dataset") in DATASETS:
+        names = list(DATASETS[config["dataset"]].class_names)
+    return {key: value for key, value in dict(
+        source=f"keras-gresnet run: {config.get('model')} on {config.get('dataset')}, seed "
+               f"{config.get('seed')}",
+        dataset=config.get("dataset"), class_names=names,
+        preprocessing=data.get("preprocessing"),
+        test_error_percent=results.get("test_error_percent"),
+    ).items() if value is not None}
+
+
+def finish(out, model, results, gates, dataset, config=None):
     """Write a trained run's last files: ``model.keras`` (``model``, as it is
-    published), the figures of its history and its ``gates`` rows,
-    ``results.json``; then remove the backup."""
+    published, with the run's card when ``config`` is given), the figures of
+    its history and its ``gates`` rows, ``results.json``; then remove the
+    backup."""
+    if config is not None and isinstance(model, ZooModel):
+        model.remember(model.builder, model.builder_kwargs, run_card(config, results))
     with atomic_path(out / MODEL) as tmp:
         model.save(tmp)
     plots.plot_history(read_history(out / HISTORY), out / "history.png",

@@ -74,14 +74,16 @@ class RunTensorBoard(keras.callbacks.TensorBoard):
 
     def on_epoch_end(self, epoch, logs=None):
         super().on_epoch_end(epoch, logs)
-        rows = [r for r in self.logger.history if r["epoch"] == epoch]
+        # the logger counts epochs trained (1 after the first); TensorBoard's
+        # steps are Keras' own epoch index, as its training scalars
+        rows = [r for r in self.logger.history if r["epoch"] == epoch + 1]
         test = {k[len("test_"):]: v for r in rows[-1:] for k, v in r.items()
                 if k.startswith("test_")}
         if test:
             with self._writer("test").as_default():
                 for name, value in test.items():
                     self.summary.scalar(f"epoch_{name}", value, step=epoch)
-        gates = [r for r in self.logger.gates if r["epoch"] == epoch]
+        gates = [r for r in self.logger.gates if r["epoch"] == epoch + 1]
         if gates:
             with self._train_writer.as_default():
                 for row in gates:

@@ -10,7 +10,7 @@ import math
 import keras
 
 from keras_gresnet._checks import check_choice, check_int
-from keras_gresnet.layers import dense_layer, dense_unit
+from keras_gresnet.layers import ZooModel, dense_layer, dense_unit
 from keras_gresnet.zoo.applications import (
     builder_arguments, check_common, check_preprocessing, check_size, head, load_weights,
     model_input,
@@ -111,7 +111,7 @@ def mlp(
         )
     x = head(x, include_top=include_top, pooling=pooling, classes=classes,
              classifier_activation=classifier_activation, spatial=False)
-    model = keras.Model(inputs, x, name=name)
+    model = ZooModel(inputs, x, name=name)
     return load_weights(model, weights, include_top=include_top, classes=classes)
 
 

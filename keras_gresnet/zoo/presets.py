@@ -14,6 +14,7 @@ import keras
 
 from keras_gresnet._version import __version__
 from keras_gresnet.files import write_json, write_text
+from keras_gresnet.layers.model import CARD_FIELDS, ZooModel, model_card
 from keras_gresnet.weights import (
     PRESET_CONFIG, PRESET_METADATA, PRESET_WEIGHTS, get_weights, is_path, is_preset,
     list_weights, published, weights_path,
@@ -33,6 +34,33 @@ def weight_entries():
     """Published weight entries, ``{name: entry}``, each entry naming its
     ``builder`` (:func:`keras_gresnet.weights.list_weights`)."""
     return {entry["name"]: entry for entry in list_weights()}
+
+
+def entry_card(entry):
+    """The card (:data:`keras_gresnet.layers.model.CARD_FIELDS`) of a
+    published registry entry."""
+    return {key: value for key, value in dict(
+        source=entry["name"], dataset=entry.get("dataset"),
+        class_names=entry.get("class_names"), preprocessing=entry.get("preprocessing"),
+        test_error_percent=entry.get("test_error_percent"), license=entry.get("license"),
+        weights_sha256=entry.get("sha256"),
+    ).items() if value is not None}
+
+
+def head_card(card, head_kept):
+    """``card`` for a model whose head is the card's (``head_kept``), or a
+    fresh one: its class names and test error are then not the model's."""
+    card = dict(card)
+    if not head_kept:
+        card.pop("class_names", None)
+        card.pop("test_error_percent", None)
+    return card
+
+
+def _remember_card(model, card):
+    if isinstance(model, ZooModel):
+        model.remember(model.builder, model.builder_kwargs, card)
+    return model
 
 
 def _entry_model(entry, path):
@@ -95,6 +123,8 @@ def resolve_model(source, cache_dir=None):
                 f"finished run folder (an unfinished run resumes with its train command) "
                 f"nor a preset")
         return load_model_file(path / "model.keras")
+    if not is_path(source) and not hub.is_hub_uri(source):
+        return from_preset(source, cache_dir)  # built by its builder: it has its card
     return source_model(source, cache_dir)
 
 
@@ -117,21 +147,36 @@ def load_into(model, weights, *, include_top=None, classes=None, cache_dir=None)
     source = source_model(weights, cache_dir)
     if source is None:  # a bare .weights.h5: Keras' own loading, exact layout
         try:
-            return load_exact(model, Path(weights), without_top=not include_top)
+            load_exact(model, Path(weights), without_top=not include_top)
         except ValueError as error:
             raise ValueError(f"{error}. A bare .weights.h5 holds no architecture: it "
                              f"loads into the model it was saved from (or that model "
                              f"with include_top=False) only") from None
-    return copy_weights(source, model, include_top=include_top, classes=classes, what=what)
+        return _remember_card(model, {"source": str(weights)})
+    copy_weights(source, model, include_top=include_top, classes=classes, what=what)
+    if isinstance(weights, dict) or not (is_path(weights) or hub.is_hub_uri(weights)):
+        card = entry_card(weights if isinstance(weights, dict) else get_weights(weights))
+    else:
+        card = model_card(source) or {"source": str(weights)}
+    source_head = head_layer(source)
+    kept = include_top and source_head is not None and source_head.units == classes
+    return _remember_card(model, head_card(card, kept))
 
 
-def save_preset(model, directory, *, builder, builder_kwargs, metadata=None, overwrite=False):
+def save_preset(model, directory, *, builder=None, builder_kwargs=None, metadata=None,
+                overwrite=False):
     """Save ``model`` as a preset folder (KerasHub style): ``config.json``
     (builder, its arguments, versions), ``model.weights.h5`` and
-    ``metadata.json``. The folder is written under a temporary name and
-    renamed into place: a preset is complete or absent. ``builder_kwargs``
-    must rebuild ``model`` (checked first); the model's input shape is added
-    when missing. Returns the folder.
+    ``metadata.json``, the model's card (source, dataset, class names,
+    preprocessing, test error, licence) updated with ``metadata``. The
+    folder is written under a temporary name and renamed into place: a
+    preset is complete or absent. Returns the folder.
+
+    A model built by the zoo (a :class:`~keras_gresnet.layers.ZooModel`:
+    built by a builder, loaded from a ``.keras`` file, a preset or a run,
+    fine-tuned) remembers its ``builder`` and ``builder_kwargs``; another
+    model needs both. ``builder_kwargs`` must rebuild ``model`` (checked
+    first); the model's input shape is added when missing.
 
     ``directory`` may be ``hf://owner/name``: the preset, with its model
     card as README.md, is uploaded to that Hugging Face repository in one
@@ -140,6 +185,16 @@ def save_preset(model, directory, *, builder, builder_kwargs, metadata=None, ove
     if hub.is_hub_uri(directory):
         hub.check_upload_uri(directory, "directory")
         hub.hub_module()
+    if builder is None and builder_kwargs is None:
+        if not isinstance(model, ZooModel) or model.builder is None:
+            raise ValueError(
+                f"model {getattr(model, 'name', model)!r} was not built by a zoo builder "
+                f"and does not remember one: pass builder= and builder_kwargs=")
+        builder, builder_kwargs = model.builder, model.builder_kwargs
+    elif builder is None:
+        raise ValueError("builder_kwargs= needs builder= (the registered name they are for)")
+    metadata = {**model_card(model), **(metadata or {})} if metadata is None or isinstance(
+        metadata, dict) else metadata
     twin, config, metadata = _preset_contents(model, builder, builder_kwargs, metadata)
     if hub.is_hub_uri(directory):
         with tempfile.TemporaryDirectory(prefix="keras-gresnet-preset-") as tmp:
@@ -169,6 +224,8 @@ def _preset_contents(model, builder, builder_kwargs, metadata):
     twin.set_weights(model.get_weights())
     if metadata is not None and not isinstance(metadata, dict):
         raise ValueError(f"metadata must be a dict (JSON-ready), got {metadata!r}")
+    if isinstance(twin, ZooModel):
+        twin.remember(twin.builder, twin.builder_kwargs, _card_of(metadata or {}))
     config = dict(builder=builder, builder_kwargs=kwargs, keras_version=keras.__version__,
                   keras_gresnet_version=__version__)
     return twin, config, metadata or {}
@@ -248,8 +305,7 @@ def weights_preset(name, directory, *, overwrite=False, cache_dir=None):
     model = source_model(entry, cache_dir)
     kwargs = dict(entry["builder_kwargs"], input_shape=list(entry["input_shape"]),
                   classes=entry["classes"])
-    metadata = dict(weights=entry["name"], weights_sha256=entry["sha256"],
-                    dataset=entry["dataset"], test_error_percent=entry["test_error_percent"])
+    metadata = dict(entry_card(entry), weights=entry["name"])
     return save_preset(model, directory, builder=entry["builder"], builder_kwargs=kwargs,
                        metadata=metadata, overwrite=overwrite)
 
@@ -275,23 +331,72 @@ def _read_preset_config(directory):
     return config
 
 
-def from_preset(preset, cache_dir=None):
+def from_preset(preset, cache_dir=None, **overrides):
     """The model of a preset folder (:func:`save_preset`), of a Hugging Face
     repository ``hf://owner/name[@revision]`` (downloaded into the Hugging
     Face cache, then loaded with exactly a local folder's checks), or of a
     published registry name, rebuilt by its builder with its weights
-    loaded. ``cache_dir``: the registry weights' cache only."""
+    loaded. ``cache_dir``: the registry weights' cache only.
+
+    ``overrides``: the builders' ``include_top``, ``classes``,
+    ``input_shape``, ``pooling``, ``classifier_activation``, ``name`` (as
+    KerasHub's ``from_preset`` takes a backbone's). With a head of other
+    classes, or none, the body's weights are loaded and the head is fresh
+    (:func:`load_into`)."""
+    unknown = sorted(set(overrides) - set(PRESET_OVERRIDES))
+    if unknown:
+        raise ValueError(f"from_preset takes no {unknown}; overrides accepted: "
+                         f"{', '.join(PRESET_OVERRIDES)}")
     if hub.is_hub_uri(preset):
-        return _load_preset_folder(Path(hub.download_preset(preset)), preset)
+        return _load_preset_folder(Path(hub.download_preset(preset)), preset, overrides)
     if is_path(preset):
         directory = Path(preset)
         if not directory.is_dir():
             raise ValueError(f"preset {str(preset)!r}: no such folder")
-        return _load_preset_folder(directory, preset)
-    return source_model(preset, cache_dir)
+        return _load_preset_folder(directory, preset, overrides)
+    entry = published(get_weights(preset))
+    kwargs = dict(entry["builder_kwargs"], input_shape=tuple(entry["input_shape"]),
+                  classes=entry["classes"])
+    model = get_model(entry["builder"], **{**kwargs, **overrides})
+    head = head_layer(model)
+    return load_into(model, entry, include_top=head is not None,
+                     classes=head.units if head is not None else None, cache_dir=cache_dir)
 
 
-def _load_preset_folder(directory, preset):
+# What from_preset may change of a preset's builder arguments: the head and
+# the input, as the builders themselves take them with weights=.
+PRESET_OVERRIDES = ("include_top", "classes", "input_shape", "pooling",
+                    "classifier_activation", "name")
+
+
+def _card_of(metadata):
+    """The card fields of a preset's ``metadata.json``."""
+    return {key: metadata[key] for key in CARD_FIELDS if metadata.get(key) is not None}
+
+
+def _load_preset_folder(directory, preset, overrides):
     config = _read_preset_config(directory)
-    model = get_model(config["builder"], **config["builder_kwargs"])
-    return load_exact(model, directory / PRESET_WEIGHTS)
+    model = load_exact(get_model(config["builder"], **config["builder_kwargs"]),
+                       directory / PRESET_WEIGHTS)
+    metadata_path = directory / PRESET_METADATA
+    metadata = {}
+    if metadata_path.is_file():
+        try:
+            metadata = json.loads(metadata_path.read_text())
+        except (OSError, ValueError) as error:
+            raise ValueError(f"{metadata_path} unreadable ({error})") from None
+        if not isinstance(metadata, dict):
+            raise ValueError(f"{metadata_path} must hold a JSON object")
+    card = _card_of(metadata)
+    try:
+        _remember_card(model, card)
+    except ValueError as error:
+        raise ValueError(f"{metadata_path}: {error}") from None
+    if not overrides:
+        return model
+    rebuilt = get_model(config["builder"], **{**config["builder_kwargs"], **overrides})
+    head, old_head = head_layer(rebuilt), head_layer(model)
+    copy_weights(model, rebuilt, include_top=head is not None,
+                 classes=head.units if head is not None else None, what=str(preset))
+    kept = head is not None and old_head is not None and head.units == old_head.units
+    return _remember_card(rebuilt, head_card(card, kept))

@@ -1,16 +1,25 @@
 """Name -> builder registry (timm style): every zoo builder is listable and
-constructible by name. It depends on nothing; the builders register
-themselves and call their weight checks and loading explicitly."""
+constructible by name, and the model it builds remembers the name and the
+arguments (:class:`keras_gresnet.layers.ZooModel`). It depends on the layers
+only; the builders register themselves and call their weight checks and
+loading explicitly."""
 
 import fnmatch
+import functools
 import inspect
 import re
+
+from keras_gresnet.layers import PixelNormalization
+from keras_gresnet.layers.model import ZooModel
 
 _MODELS = {}
 
 
 def register_model(fn=None, *, configs=None, family=None):
-    """Register a builder under its function name; returns it unchanged.
+    """Register a builder under its function name. Returns it wrapped only
+    so that the model it builds (a :class:`~keras_gresnet.layers.ZooModel`)
+    records ``builder`` and the arguments of the call (:func:`record_call`);
+    signature, name and docstring are the builder's.
 
     ``configs`` lists the builder's paper configurations as keyword dicts
     (e.g. GR Table 1's depths); ``[{}]`` (the defaults) when omitted.
@@ -22,12 +31,47 @@ def register_model(fn=None, *, configs=None, family=None):
     def wrap(fn):
         if fn.__name__ in _MODELS:
             raise ValueError(f"model {fn.__name__!r} is already registered")
-        fn.paper_configs = [dict(c) for c in (configs or [{}])]
-        fn.family = family
-        _MODELS[fn.__name__] = fn
-        return fn
+        @functools.wraps(fn)
+        def build(*args, **kwargs):
+            model = fn(*args, **kwargs)
+            record_call(model, fn, args, kwargs)
+            return model
+
+        build.paper_configs = [dict(c) for c in (configs or [{}])]
+        build.family = family
+        _MODELS[fn.__name__] = build
+        return build
 
     return wrap(fn) if fn is not None else wrap
+
+
+# Arguments that are not the architecture's: the weights are the card's
+# business, a tensor is not JSON (the input shape stands for it).
+_NOT_RECORDED = ("weights", "input_tensor")
+
+
+def record_call(model, builder, args, kwargs):
+    """Record in ``model`` (a :class:`ZooModel`; anything else is left
+    alone) the call ``builder(*args, **kwargs)`` that built it, as the
+    keyword arguments that rebuild it without weights: every argument with
+    its default filled in, the input shape as built, a preprocessing layer's
+    statistics as a dict. A call whose arguments are not plain JSON (an
+    initializer object) records no builder."""
+    if not isinstance(model, ZooModel):
+        return
+    call = inspect.signature(builder).bind(*args, **kwargs)
+    call.apply_defaults()
+    recorded = {k: v for k, v in call.arguments.items() if k not in _NOT_RECORDED}
+    recorded["input_shape"] = list(model.input_shape[1:])
+    layers = {layer.name: layer for layer in model.layers}
+    if isinstance(layers.get("preprocessing"), PixelNormalization):
+        layer = layers["preprocessing"]
+        recorded["include_preprocessing"] = dict(
+            method=layer.method, mean=list(layer.mean), std=list(layer.std))
+    try:
+        model.remember(builder.__name__, recorded, model.card)
+    except ValueError:
+        model.remember(None, None, model.card)
 
 
 def list_models(pattern="*"):
@@ -55,7 +99,7 @@ _BAD_CALL = re.compile(r"unexpected keyword argument|missing \d+ required|takes 
 _UNEXPECTED = re.compile(r"unexpected keyword argument '(\w+)'")
 
 
-def get_model(name, **kwargs):
+def get_model(name, /, **kwargs):
     """Build the registered model ``name`` with the builder's ``kwargs``.
 
     A wrong argument name is a ``ValueError`` that shows the builder's

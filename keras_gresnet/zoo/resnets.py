@@ -19,6 +19,7 @@ from keras_gresnet.layers import (
     BLOCKS,
     PREACT_UNITS,
     BatchNormalization,
+    ZooModel,
     channel_axis,
     check_unit_args,
     conv,
@@ -223,7 +224,7 @@ def resnet(stage_sizes, widths, *, stem="cifar", stem_filters=16, stride_positio
         x = keras.layers.Activation("relu", name="post_relu")(x)
     x = head(x, include_top=include_top, pooling=pooling, classes=classes,
              classifier_activation=classifier_activation)
-    model = keras.Model(inputs, x, name=name)
+    model = ZooModel(inputs, x, name=name)
     return load_weights(model, weights, include_top=include_top, classes=classes)
 
 
