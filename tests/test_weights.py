@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import keras_gresnet as kg
-from keras_gresnet import cli, weights, zoo
+from keras_gresnet import analysis, cli, weights, zoo
 from keras_gresnet.layers import ZooModel
 
 MLP = dict(depth=2)
@@ -453,6 +453,10 @@ def test_a_zoo_model_remembers_its_builder_and_card_through_every_file(
     with pytest.raises(ValueError, match="pass builder= and builder_kwargs="):
         zoo.save_preset(plain, tmp_path / "plain")
     assert not (tmp_path / "plain").exists()
+    pruned = analysis.prune(model, ["block1"])  # no builder builds it; its card holds
+    assert pruned.builder is None and pruned.card == model.card
+    with pytest.raises(ValueError, match="remembers no zoo builder"):
+        zoo.save_preset(pruned, tmp_path / "pruned")
 
 
 def test_interrupted_preset_save_leaves_no_preset(tmp_path, monkeypatch, published):

@@ -186,6 +186,8 @@ def prune(model, blocks, *, name=None):
         for layer in config["layers"] if layer["name"] not in skip
     ]
     config["output_layers"] = _rewire_refs(config["output_layers"], bypass)
+    if "builder" in config:  # a ZooModel: no builder builds the pruned net; the card holds
+        config.update(builder=None, builder_kwargs={})
     pruned = model.__class__.from_config(config)
     for layer in pruned.layers:
         if layer.weights:

@@ -188,8 +188,9 @@ def save_preset(model, directory, *, builder=None, builder_kwargs=None, metadata
     if builder is None and builder_kwargs is None:
         if not isinstance(model, ZooModel) or model.builder is None:
             raise ValueError(
-                f"model {getattr(model, 'name', model)!r} was not built by a zoo builder "
-                f"and does not remember one: pass builder= and builder_kwargs=")
+                f"model {getattr(model, 'name', model)!r} remembers no zoo builder that "
+                f"rebuilds it (built another way, or pruned): pass builder= and "
+                f"builder_kwargs=")
         builder, builder_kwargs = model.builder, model.builder_kwargs
     elif builder is None:
         raise ValueError("builder_kwargs= needs builder= (the registered name they are for)")
