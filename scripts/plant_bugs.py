@@ -121,8 +121,7 @@ BUGS = {
         ["tests/test_layers.py::test_kernel_initializer_is_fb_fan_out_by_default"],
         "Keras' truncated fan-in He normal, not Torch's fan-out normal"),
     "imagenet_cifar_recipe": (
-        "keras_gresnet/training/config.py", '    *((pattern, "he_imagenet") for pattern in _IMAGENET_MODELS),',
-        '    *((pattern, "preact_cifar") for pattern in _IMAGENET_MODELS),',
+        "keras_gresnet/zoo/resnets.py", 'recipe="he_imagenet",', 'recipe="preact_cifar",',
         ["tests/test_training.py"],
         "the ImageNet builders train with a CIFAR recipe"),
 }

@@ -678,3 +678,46 @@ def test_bad_input_raises_before_building(monkeypatch, name, kwargs, message):
     monkeypatch.setattr(resnet_module, "model_input", no_building)
     with pytest.raises(ValueError, match=message):
         zoo.get_model(name, **kwargs)
+
+
+# ------------------------------------------------------- one place per model
+
+
+@pytest.mark.integration
+def test_a_model_declared_in_one_place_is_listed_built_and_trained_by_its_defaults(
+        monkeypatch, tmp_path, capsys):
+    """A new model is its ``def`` and its ``register_model`` call: the
+    registry lists it, the Keras-free catalog is generated with it, the
+    builders' record names it, and ``train`` takes its paper's recipe and
+    dataset from the same call (no name patterns elsewhere)."""
+    import importlib.util
+
+    from keras_gresnet import cli, training
+    from keras_gresnet.zoo import registry
+
+    monkeypatch.setattr(registry, "_MODELS", dict(registry._MODELS))  # forgotten afterwards
+
+    @zoo.register_model(configs=[dict(depth=2)], recipe="gr_mnist", dataset="fashion_mnist")
+    def throwaway_mlp(depth=2, **kwargs):
+        """A throw-away net, declared in one place."""
+        return zoo.gresnet_mlp(depth, **kwargs)
+
+    assert "throwaway_mlp" in zoo.list_models("throw*")
+    model = zoo.get_model("throwaway_mlp", classes=3)
+    assert model.builder == "throwaway_mlp" and model.builder_kwargs["classes"] == 3
+    spec = importlib.util.spec_from_file_location(
+        "write_catalog", os.path.join(os.path.dirname(__file__), "..", "scripts",
+                                      "write_catalog.py"))
+    catalog = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(catalog)
+    assert "'throwaway_mlp': 'A throw-away net, declared in one place.'" in catalog.catalog_text()
+    assert training.default_recipe("throwaway_mlp") == "gr_mnist"
+    assert training.default_dataset("throwaway_mlp") == "fashion_mnist"
+    out = tmp_path / "run"
+    assert cli.main(["train", "throwaway_mlp", "--epochs", "1", "--max-train-examples", "64",
+                     "--max-test-examples", "32", "--out", str(out)]) == 0
+    config = __import__("json").loads((out / "config.json").read_text())
+    assert (config["model"], config["dataset"], config["recipe"]["name"]) == (
+        "throwaway_mlp", "fashion_mnist", "gr_mnist")
+    with pytest.raises(ValueError, match="needs its paper's recipe= and dataset="):
+        zoo.register_model(lambda: None)

@@ -20,7 +20,7 @@ Modules: :mod:`~keras_gresnet.training.recipes` (the papers' recipes),
 """
 
 from keras_gresnet.training.config import (
-    DEFAULT_DATASETS, DEFAULT_RECIPES, DTYPE_POLICIES, build_model, default_dataset,
+    DTYPE_POLICIES, build_model, default_dataset,
     default_recipe, dtype_policy_scope, inference_copy, precision_note, resolve_config,
 )
 from keras_gresnet.training.evaluation import evaluate, test_data
@@ -37,7 +37,7 @@ from keras_gresnet.training.strategies import (
 from keras_gresnet.training.tensorboard import TENSORBOARD, RunTensorBoard, check_tensorboard
 
 __all__ = [
-    "BACKUP", "Cluster", "DEFAULT_DATASETS", "DEFAULT_RECIPES", "DTYPE_POLICIES",
+    "BACKUP", "Cluster", "DTYPE_POLICIES",
     "EpochBackup", "RECIPES", "RUN_FILES", "Recipe", "Run", "RunLogger", "RunTensorBoard",
     "STRATEGIES", "TENSORBOARD", "TrainingDiverged", "WorkerLost", "build_model",
     "check_tensorboard", "default_dataset", "default_recipe", "dtype_policy_scope",

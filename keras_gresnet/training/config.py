@@ -9,7 +9,6 @@ training (under the config's dtype policy, :func:`dtype_policy_scope`),
 """
 
 import contextlib
-import fnmatch
 import inspect
 import os
 import sys
@@ -22,19 +21,6 @@ from keras_gresnet._checks import check_choice, check_int, check_rate
 from keras_gresnet.training import recipes
 from keras_gresnet.training.strategies import resolve_strategy, sync_batchnorm
 
-# The paper each model family comes from decides its default recipe and data:
-# GR's MLPs and CIFAR nets, WRN's, HE's own CIFAR nets (HE Table 3: 110, 164,
-# 1001 layers, with HE's warm-up) and the ImageNet nets (HE's ImageNet recipe).
-_IMAGENET_MODELS = ("resnet_imagenet", "*resnet50", "*resnet101", "*resnet152", "*resnet200")
-DEFAULT_RECIPES = (
-    ("*_mlp", "gr_mnist"), ("wide_*", "wrn_cifar"),
-    *((pattern, "he_imagenet") for pattern in _IMAGENET_MODELS),
-    *((pattern, "he_cifar") for pattern in ("*resnet110", "*resnet164", "*resnet1001")),
-    ("*", "preact_cifar"),
-)
-DEFAULT_DATASETS = (("*_mlp", "mnist"),
-                    *((pattern, "imagenet2012") for pattern in _IMAGENET_MODELS),
-                    ("*", "cifar10"))
 # The MNIST family's images (MNIST, Fashion-MNIST).
 MNIST_SHAPE = (28, 28, 1)
 # Keras' dtype policies a run trains under: the papers' float32, or Keras'
@@ -76,18 +62,15 @@ def precision_note(dtype_policy, cpu=None):
             f"trains slower than float32 (docs/benchmarks.md); leave out --mixed-precision")
 
 
-def _first_match(name, table):
-    return next(value for pattern, value in table if fnmatch.fnmatchcase(name, pattern))
-
-
 def default_recipe(model, dataset=None):
-    """The recipe of ``model``'s paper: ``gr_mnist`` for GR's MLPs,
+    """The recipe of ``model``'s paper, as its builder registered it
+    (:func:`keras_gresnet.zoo.register_model`): ``gr_mnist`` for GR's MLPs,
     ``wrn_cifar`` for Wide (G)ResNets, ``he_imagenet`` for the ImageNet nets,
     ``he_cifar`` for HE's ResNet-110/164/1001, ``preact_cifar`` otherwise
     (GR's CIFAR nets). A CIFAR conv net on a ``dataset`` of the MNIST family
     (28x28 grey) gets ``preact_mnist``: GR's CIFAR recipe at that data's
     length (no CIFAR on these machines: the conv nets learn from these)."""
-    recipe = _first_match(model, DEFAULT_RECIPES)
+    recipe = zoo.model_builder(model).default_recipe  # its register_model(recipe=...)
     if (dataset in data.DATASETS and data.DATASETS[dataset].image_shape == MNIST_SHAPE
             and default_dataset(model) == "cifar10"):
         return "preact_mnist"
@@ -95,9 +78,10 @@ def default_recipe(model, dataset=None):
 
 
 def default_dataset(model):
-    """``mnist`` for GR's MLPs, ``imagenet2012`` for the ImageNet nets,
+    """The dataset of ``model``'s paper, as its builder registered it:
+    ``mnist`` for GR's MLPs, ``imagenet2012`` for the ImageNet nets,
     ``cifar10`` for the other convolutional nets."""
-    return _first_match(model, DEFAULT_DATASETS)
+    return zoo.model_builder(model).default_dataset  # its register_model(dataset=...)
 
 
 def _builder_accepts(builder, argument):

@@ -121,7 +121,7 @@ def _named_mlp(builder, call, *, residual, gated):
     return mlp(residual=residual, gated=gated, **builder_arguments(builder, call))
 
 
-@register_model(configs=_CONFIGS)
+@register_model(configs=_CONFIGS, recipe="gr_mnist", dataset="mnist")
 def plain_mlp(depth, *, units=50, stem="dense_bn_relu", bn_momentum=0.99, include_top=True,
               weights=None, input_tensor=None, input_shape=None, pooling=None, classes=10,
               classifier_activation="softmax", include_preprocessing=False,
@@ -137,7 +137,7 @@ def plain_mlp(depth, *, units=50, stem="dense_bn_relu", bn_momentum=0.99, includ
     return _named_mlp(plain_mlp, locals(), residual=False, gated=False)
 
 
-@register_model(configs=_CONFIGS)
+@register_model(configs=_CONFIGS, recipe="gr_mnist", dataset="mnist")
 def resnet_mlp(depth, *, units=50, stem="dense_bn_relu", bn_momentum=0.99, include_top=True,
                weights=None, input_tensor=None, input_shape=None, pooling=None, classes=10,
                classifier_activation="softmax", include_preprocessing=False,
@@ -153,7 +153,7 @@ def resnet_mlp(depth, *, units=50, stem="dense_bn_relu", bn_momentum=0.99, inclu
     return _named_mlp(resnet_mlp, locals(), residual=True, gated=False)
 
 
-@register_model(configs=_CONFIGS)
+@register_model(configs=_CONFIGS, recipe="gr_mnist", dataset="mnist")
 def gresnet_mlp(depth, *, units=50, stem="dense_bn_relu", k_initial=1.0, bn_momentum=0.99,
                 include_top=True, weights=None, input_tensor=None, input_shape=None,
                 pooling=None, classes=10, classifier_activation="softmax",
@@ -169,7 +169,7 @@ def gresnet_mlp(depth, *, units=50, stem="dense_bn_relu", k_initial=1.0, bn_mome
     return _named_mlp(gresnet_mlp, locals(), residual=True, gated=True)
 
 
-@register_model(configs=_CONFIGS)
+@register_model(configs=_CONFIGS, recipe="gr_mnist", dataset="mnist")
 def gated_plain_mlp(depth, *, units=50, stem="dense_bn_relu", k_initial=1.0,
                     bn_momentum=0.99, include_top=True, weights=None, input_tensor=None,
                     input_shape=None, pooling=None, classes=10,

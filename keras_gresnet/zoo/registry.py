@@ -15,7 +15,7 @@ from keras_gresnet.layers.model import ZooModel
 _MODELS = {}
 
 
-def register_model(fn=None, *, configs=None, family=None):
+def register_model(fn=None, *, configs=None, family=None, recipe=None, dataset=None):
     """Register a builder under its function name. Returns it wrapped only
     so that the model it builds (a :class:`~keras_gresnet.layers.ZooModel`)
     records ``builder`` and the arguments of the call (:func:`record_call`);
@@ -26,6 +26,12 @@ def register_model(fn=None, *, configs=None, family=None):
     ``family``: for a paper model that fixes some arguments of a more
     general builder (``preact_resnet110`` of ``resnet_cifar``), that
     builder's name, which error messages point to.
+    ``recipe``, ``dataset``: the paper's training recipe
+    (:data:`keras_gresnet.training.RECIPES`) and dataset, what ``train``
+    uses unless told otherwise; a family member takes its family's unless
+    given. Everything the package knows of a model is in this one call
+    beside its ``def`` (``scripts/write_catalog.py`` regenerates the
+    Keras-free listing from it).
     """
 
     def wrap(fn):
@@ -39,6 +45,12 @@ def register_model(fn=None, *, configs=None, family=None):
 
         build.paper_configs = [dict(c) for c in (configs or [{}])]
         build.family = family
+        parent = _MODELS.get(family)
+        build.default_recipe = recipe or getattr(parent, "default_recipe", None)
+        build.default_dataset = dataset or getattr(parent, "default_dataset", None)
+        if build.default_recipe is None or build.default_dataset is None:
+            raise ValueError(f"model {fn.__name__!r} needs its paper's recipe= and dataset= "
+                             f"(or a registered family= that has them)")
         _MODELS[fn.__name__] = build
         return build
 
@@ -59,9 +71,21 @@ def record_call(model, builder, args, kwargs):
     initializer object) records no builder."""
     if not isinstance(model, ZooModel):
         return
-    call = inspect.signature(builder).bind(*args, **kwargs)
+    signature = inspect.signature(builder)
+    call = signature.bind(*args, **kwargs)
     call.apply_defaults()
-    recorded = {k: v for k, v in call.arguments.items() if k not in _NOT_RECORDED}
+    arguments = {}
+    for key, value in call.arguments.items():
+        kind = signature.parameters[key].kind
+        if kind is inspect.Parameter.VAR_KEYWORD:  # a builder passing **kwargs on
+            arguments.update(value)
+        elif kind is inspect.Parameter.VAR_POSITIONAL:
+            if value:  # not keywords: nothing rebuilds the call by name
+                model.remember(None, None, model.card)
+                return
+        else:
+            arguments[key] = value
+    recorded = {k: v for k, v in arguments.items() if k not in _NOT_RECORDED}
     recorded["input_shape"] = list(model.input_shape[1:])
     layers = {layer.name: layer for layer in model.layers}
     if isinstance(layers.get("preprocessing"), PixelNormalization):

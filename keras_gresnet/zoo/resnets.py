@@ -279,7 +279,8 @@ def _cifar(*, n=None, depth=None, block="basic", widths=CIFAR_WIDTHS, stride_on=
         dict(depth=110, unit="original"),  # HE Tables 1-3
         dict(depth=110, block="single", unit="original"),  # HE Table 3, 1-layer skip
         dict(depth=110, block="single"),
-    ]
+    ],
+    recipe="preact_cifar", dataset="cifar10",
 )
 def resnet_cifar(n=None, *, depth=None, unit="preact", block="basic", shortcut="identity",
                  gated=False, widths=CIFAR_WIDTHS, k_initial=1.0, dropout=0.0, expansion=4,
@@ -351,7 +352,7 @@ def _he_cifar(builder, call, *, depth, unit, block):
 # HE Tables 2-3 (CIFAR): the paper's named nets.
 
 
-@register_model(family="resnet_cifar")
+@register_model(family="resnet_cifar", recipe="he_cifar")
 def preact_resnet110(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
                      input_tensor=None, input_shape=None, pooling=None, classes=10,
                      classifier_activation="softmax", include_preprocessing=False,
@@ -363,7 +364,7 @@ def preact_resnet110(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=
     return _he_cifar(preact_resnet110, locals(), depth=110, unit="preact", block="basic")
 
 
-@register_model(family="resnet_cifar")
+@register_model(family="resnet_cifar", recipe="he_cifar")
 def preact_resnet164(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
                      input_tensor=None, input_shape=None, pooling=None, classes=10,
                      classifier_activation="softmax", include_preprocessing=False,
@@ -375,7 +376,7 @@ def preact_resnet164(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=
     return _he_cifar(preact_resnet164, locals(), depth=164, unit="preact", block="bottleneck")
 
 
-@register_model(family="resnet_cifar")
+@register_model(family="resnet_cifar", recipe="he_cifar")
 def preact_resnet1001(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
                       input_tensor=None, input_shape=None, pooling=None, classes=10,
                       classifier_activation="softmax", include_preprocessing=False,
@@ -387,7 +388,7 @@ def preact_resnet1001(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights
     return _he_cifar(preact_resnet1001, locals(), depth=1001, unit="preact", block="bottleneck")
 
 
-@register_model(family="resnet_cifar")
+@register_model(family="resnet_cifar", recipe="he_cifar")
 def resnet110(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
               input_tensor=None, input_shape=None, pooling=None, classes=10,
               classifier_activation="softmax", include_preprocessing=False,
@@ -399,7 +400,7 @@ def resnet110(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
     return _he_cifar(resnet110, locals(), depth=110, unit="original", block="basic")
 
 
-@register_model(family="resnet_cifar")
+@register_model(family="resnet_cifar", recipe="he_cifar")
 def resnet164(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
               input_tensor=None, input_shape=None, pooling=None, classes=10,
               classifier_activation="softmax", include_preprocessing=False,
@@ -411,7 +412,7 @@ def resnet164(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
     return _he_cifar(resnet164, locals(), depth=164, unit="original", block="bottleneck")
 
 
-@register_model(family="resnet_cifar")
+@register_model(family="resnet_cifar", recipe="he_cifar")
 def resnet1001(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
                input_tensor=None, input_shape=None, pooling=None, classes=10,
                classifier_activation="softmax", include_preprocessing=False,
@@ -437,7 +438,8 @@ def _wide(*, n=None, widen_factor=10, depth=None, **arguments):
                   shortcut_projection="conv", both_preact="width_change", **arguments)
 
 
-@register_model(configs=[dict(n=4, widen_factor=10, dropout=0.3)])
+@register_model(configs=[dict(n=4, widen_factor=10, dropout=0.3)], recipe="wrn_cifar",
+                dataset="cifar10")
 def wide_resnet(n=None, widen_factor=10, dropout=0.3, *, depth=None, gated=False,
                 k_initial=1.0, bn_momentum=0.9, kernel_initializer="msra_fan_in",
                 include_top=True, weights=None,
@@ -498,7 +500,8 @@ def _imagenet(*, depth=152, unit="preact", layout="he", bn_momentum=None, **argu
                   unit=unit, block="bottleneck", **arguments)
 
 
-@register_model(configs=[dict(depth=d) for d in IMAGENET_STAGES])
+@register_model(configs=[dict(depth=d) for d in IMAGENET_STAGES], recipe="he_imagenet",
+                dataset="imagenet2012")
 def resnet_imagenet(depth=152, *, unit="preact", gated=False, layout="he", k_initial=1.0,
                     bn_momentum=None, include_top=True, weights=None, input_tensor=None,
                     input_shape=None, pooling=None, classes=1000,
