@@ -143,7 +143,7 @@ def test_every_builder_is_a_literal_def_with_the_keras_applications_signature():
     for name in names:
         builder = zoo.model_builder(name)
         assert builder is getattr(zoo, name) and builder.__name__ == name
-        source = Path(inspect.getsourcefile(builder)).read_text()
+        source = Path(inspect.getsourcefile(inspect.unwrap(builder))).read_text()
         assert re.search(rf"^def {name}\(", source, re.M), f"no literal `def {name}(`"
         params = inspect.signature(builder).parameters
         kinds = {p.kind for p in params.values()}
