@@ -633,7 +633,7 @@ _NEEDS_KERAS = ("train", "evaluate", "gates", "prune", "export", "predict")
 _ENVIRONMENT_ERRNOS = frozenset(
     getattr(errno, name) for name in
     ("ENOSPC", "EACCES", "EROFS", "EPERM", "ENOTDIR", "EISDIR", "EEXIST", "ENOENT", "EDQUOT",
-     "ENAMETOOLONG")
+     "ENAMETOOLONG", "EFBIG")
     if hasattr(errno, name)
 )
 

@@ -365,6 +365,37 @@ def test_a_disk_too_full_for_the_epoch_backup_is_one_line_before_hdf5(tmp_path, 
     assert train(out) == 0 and (out / "results.json").exists()
 
 
+@pytest.mark.integration
+def test_a_disk_that_fills_during_the_backup_write_is_one_line_and_resumes(tmp_path):
+    """The space check cannot see another process filling the disk between
+    the check and the write: a write that fails half-way (a file-size limit
+    here, EFBIG; ENOSPC is the same path) is one line naming the file, exit
+    2, no half-written backup and no crash (h5py writing to a failing disk
+    segfaulted: the backup is made in memory and written by Python), and the
+    same command resumes to finished."""
+    import resource
+
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "keras_gresnet.cli", "train", "gresnet_mlp", "--depth",
+               "2", *TINY, "--out", str(out)]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+
+    def small_files():  # in the child: files over 200 KB cannot be written
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+
+    limited = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600,
+                             preexec_fn=small_files)
+    assert limited.returncode == 2, limited.stderr[-3000:]
+    lines = [line for line in limited.stderr.splitlines() if line.strip()]
+    assert lines[-1] == (f"keras-gresnet train: error: cannot use "
+                         f"{out / 'backup' / 'epoch-00001.weights.h5'}: File too large")
+    assert "Traceback" not in limited.stderr and "ref count" not in limited.stderr
+    assert list((out / "backup").iterdir()) == []  # nothing half-written
+    again = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert (out / "results.json").exists()
+
+
 @pytest.mark.parametrize("args, words", [
     (["--count", "-1"], ["--count -1"]),
     (["--count", "0"], ["--count 0"]),

@@ -296,6 +296,32 @@ class RunLogger(keras.callbacks.Callback):
                   [[r[c] for c in self.GATE_COLUMNS] for r in self.gates])
 
 
+def weights_bytes(model):
+    """The bytes of ``model.save_weights(...)``'s ``.weights.h5`` file (the
+    model's and its optimizer's variables), made in memory.
+
+    The file is then written with plain Python I/O: a disk that fills or a
+    file-size limit in the middle of the write is an ``OSError`` like any
+    other, the temporary file is removed, and the run resumes from the last
+    backup. h5py writing to disk cannot recover from such a failure: it
+    crashes the process (``Can't decrement id ref count``, then a segfault)
+    as the half-written file is released. Keras' own writer does the work
+    (``H5IOStore`` takes an ``io.BytesIO``, as for ``.keras`` archives); the
+    bytes are what ``save_weights`` writes, and ``load_weights`` reads them."""
+    import io
+
+    from keras.src.saving import saving_lib
+
+    buffer = io.BytesIO()
+    store = saving_lib.H5IOStore(buffer, mode="w")
+    try:
+        saving_lib._save_state(model, weights_store=store, assets_store=None, inner_path="",
+                               visited_saveables=set())
+    finally:
+        store.close()
+    return buffer.getvalue()
+
+
 def _nbytes(variable):
     """The bytes of a variable's values: its size times its dtype's width
     (the bits in its name, e.g. float32, bfloat16; a byte for bool)."""
@@ -380,8 +406,12 @@ class EpochBackup(keras.callbacks.Callback):
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / f"epoch-{epoch + 1:05d}.weights.h5"
         self._check_space(path)
-        with atomic_path(path) as tmp:
-            self.model.save_weights(tmp)
+        data = weights_bytes(self.model)  # HDF5 in memory: a failing disk cannot reach h5py
+        try:
+            with atomic_path(path) as tmp:
+                tmp.write_bytes(data)
+        except OSError as error:  # name the file: a write's error carries none
+            raise OSError(error.errno, error.strerror, str(path)) from None
         for _, path in self.checkpoints()[:-self.keep]:
             path.unlink(missing_ok=True)
 
