@@ -271,8 +271,9 @@ def test_corrupt_history_names_the_file_and_the_run_resumes_once_fixed(tmp_path,
     assert tree(out) == before
     header, first = good.splitlines()[:2]
     loss = header.split(",").index("loss")
-    for rows, words in (([first, first], "epoch 0 after 0"),
-                        ([first.replace("0,", "-5,", 1)], "epoch -5"),
+    assert first.startswith("1,")  # epochs count from 1, as the console's
+    for rows, words in (([first, first], "epoch 1 after 1"),
+                        ([first.replace("1,", "-5,", 1)], "epoch -5"),
                         ([",".join("inf" if i == loss else v for i, v in
                                    enumerate(first.split(",")))], "loss is infinite")):
         (out / "history.csv").write_text("\n".join([header, *rows]) + "\n")

@@ -143,13 +143,15 @@ def read_history(path):
         for column in columns
     }
     epochs = history["epoch"]
-    if epochs and epochs[0] == 0:  # written before epochs counted from 1
-        epochs[:] = [e + 1 for e in epochs]
-    bad = next((i for i, e in enumerate(epochs) if e < 1 or (i and e <= epochs[i - 1])), None)
-    if bad is not None:
+    old = bool(epochs) and epochs[0] == 0  # written before epochs counted from 1
+    bad = next((i for i, e in enumerate(epochs)
+                if e < (0 if old else 1) or (i and e <= epochs[i - 1])), None)
+    if bad is not None:  # in the file's own numbers
         raise ValueError(f"{path}, line {bad + 2}: epoch {epochs[bad]} after "
                          f"{epochs[bad - 1] if bad else 'none'}; a history's epochs count up "
                          f"from 1, once each")
+    if old:
+        epochs[:] = [e + 1 for e in epochs]
     return history
 
 
