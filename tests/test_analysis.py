@@ -152,11 +152,13 @@ def test_accuracy_runs_without_an_autograd_graph():
 def test_pruning_curve_on_a_trained_model(trained_run):
     """Bar: the curve starts at the model's own accuracy; closing one gate
     (g = 0) makes the greedy order remove that block first at no cost; no
-    later point beats the full model by more than noise (0.3 points), and
-    removing all 6 blocks costs more than 5 points. Measured (test accuracy
-    %, 0..6 blocks removed): 74.76, 74.76, 74.77, 70.53, 61.20, 54.44, ...:
-    the block of the smallest open gate went for free too (+1 example of
-    10,000). Earlier data orders gave curves that were not monotone."""
+    later point beats the full model by more than chance (1 point: 10 of the
+    1,000 test images; the net is trained here, so its weights differ per
+    CPU), and removing all 6 blocks costs more than 5 points. Measured once
+    (test accuracy %, 0..6 blocks removed, on a 10,000-image set): 74.76,
+    74.76, 74.77, 70.53, 61.20, 54.44, ...: the block of the smallest open
+    gate went for free too. Earlier data orders gave curves that were not
+    monotone."""
     model, config = training.load_run(trained_run)
     model.get_layer("block4_gate").k.assign(0.0)
     test, _, _ = training.test_data(config)
@@ -165,7 +167,9 @@ def test_pruning_curve_on_a_trained_model(trained_run):
     assert curve["removed"] == list(range(7)) and curve["order"][0] == "block4"
     assert curve["accuracy"][0] == pytest.approx(full)
     assert curve["accuracy"][1] == pytest.approx(curve["accuracy"][0])
-    assert all(a < full + 0.003 for a in curve["accuracy"][2:]), curve["accuracy"]
+    # Never better than the full net beyond chance: the net is trained in the
+    # fixture (its weights differ per CPU), so allow 10 of the 1,000 test images.
+    assert all(a < full + 0.01 for a in curve["accuracy"][2:]), curve["accuracy"]
     assert curve["accuracy"][-1] < full - 0.05
     random = analysis.pruning_curve(model, test, order="random", seed=3, counts=[0, 3])
     assert random["removed"] == [0, 3] and random["accuracy"][0] == pytest.approx(full)

@@ -55,8 +55,10 @@ def apply(optimizer, grads, start=(1.0, -2.0, 0.5)):
 
 def test_keras1_nadam_matches_keras1_update_by_hand():
     got = apply(Keras1Nadam(learning_rate=0.002), GRADS)
+    # float32 against float64: each of the 3 updates rounds the stored value
+    # (|p| <= 2.003, ulp 2.4e-7) by up to half an ulp: 3 * 1.2e-7 = 3.6e-7.
     np.testing.assert_allclose(got, keras1_nadam_by_hand((1.0, -2.0, 0.5), GRADS),
-                               rtol=0, atol=2e-7)
+                               rtol=0, atol=5e-7)
 
 
 def test_keras1_nadam_differs_from_keras3_nadam_and_reduces_to_it():
@@ -65,7 +67,10 @@ def test_keras1_nadam_differs_from_keras3_nadam_and_reduces_to_it():
     # Keras 3's schedule ramps over steps: after 3 steps mu differs visibly.
     assert np.abs(keras3 - ours).max() > 1e-5
     same = apply(Keras1Nadam(0.002, schedule_decay=1.0, epsilon=1e-7), GRADS)
-    np.testing.assert_allclose(same, keras3, rtol=0, atol=1e-7)
+    # The two group the momentum product differently (Keras: (u * b1) * m,
+    # ours: u * (b1 * m)): a 1-ulp difference may reach p (ulp of |p| <= 2:
+    # 2.4e-7) at each of the 3 steps: 7.2e-7; still 14x below the 1e-5 above.
+    np.testing.assert_allclose(same, keras3, rtol=0, atol=8e-7)
 
 
 def test_keras1_nadam_serializes_and_checks_its_argument():
