@@ -33,6 +33,12 @@ mirrored_name, auto_name = (
     for name in ("mirrored", "auto"))
 single = training.train("gresnet_mlp", strategy="default", batch_size=64,
                         out=f"{out}/single", **common)
+# One step each: the difference the arithmetic bounds (training then feeds
+# it back, chaotically).
+one_step = dict(common, epochs=1, max_train_examples=64)
+first = [training.train("gresnet_mlp", strategy=strategy, batch_size=batch,
+                        out=f"{out}/{strategy}-one-step", **one_step).history[0]["loss"]
+         for strategy, batch in (("data_parallel", 32), ("default", 64))]
 reloaded = keras.saving.load_model(f"{out}/parallel/model.keras")
 reloaded.compile(loss="sparse_categorical_crossentropy", metrics=["accuracy"])
 test = training.test_data(parallel.config)[0]
@@ -50,7 +56,7 @@ print(json.dumps(dict(
     replicas=[parallel.config["replicas"], single.config["replicas"]],
     global_batch=[parallel.config["global_batch_size"], single.config["global_batch_size"]],
     sync_batchnorm=parallel.config["sync_batchnorm"],
-    parallel=parallel.history, single=single.history,
+    parallel=parallel.history, single=single.history, first_step_loss=first,
     results=[parallel.results, single.results],
     reloaded_accuracy=float(reloaded.evaluate(test, verbose=0, return_dict=True)["accuracy"]),
 )))

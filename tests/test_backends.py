@@ -77,8 +77,11 @@ def _run(script, tmp_path, **env):
 def test_jax_data_parallel_on_two_devices_matches_one_device(tmp_path):
     """2 virtual CPU devices x 32 (Keras' DataParallel) vs 1 device x 64,
     same seed and data order. One SPMD program computes BatchNorm over the
-    global batch, so training is the single device's up to float summation
-    order: measured 1e-7 relative in the loss; we allow 1e-5."""
+    global batch, so one step is the single device's up to float summation
+    order (sums of 64 terms in two orders: a few 2**-24 each; 1e-5 allows
+    more than 10 times that), where per-device statistics would differ by
+    about 1e-2. Training then feeds round-off back chaotically (no bound of
+    the arithmetic; CPUs differ), so the epochs are compared at 2%."""
     report = _run("data_parallel_check.py", tmp_path, KERAS_BACKEND="jax")
     assert report["jax_devices"] == 2 and report["variable_devices"] == ["cpu:0", "cpu:1"]
     assert report["mirrored_is"] == report["auto_is"] == "data_parallel"
@@ -86,11 +89,13 @@ def test_jax_data_parallel_on_two_devices_matches_one_device(tmp_path):
     assert report["sync_batchnorm"] is True
     parallel, single = report["parallel"], report["single"]
     assert parallel[-1]["loss"] < 0.7 * parallel[0]["loss"]  # it learns
+    one_parallel, one_single = report["first_step_loss"]
+    assert one_parallel == pytest.approx(one_single, rel=1e-5)
     for p, s in zip(parallel, single, strict=True):
-        assert p["loss"] == pytest.approx(s["loss"], rel=1e-5)
-        assert p["accuracy"] == pytest.approx(s["accuracy"], abs=1e-3)
+        assert p["loss"] == pytest.approx(s["loss"], rel=2e-2)
+        assert p["accuracy"] == pytest.approx(s["accuracy"], abs=0.02)
     accuracy = [r["test_accuracy"] for r in report["results"]]
-    assert abs(accuracy[0] - accuracy[1]) < 0.01
+    assert abs(accuracy[0] - accuracy[1]) < 0.03
     # What the run reports is what its model.keras gives.
     assert report["reloaded_accuracy"] == report["results"][0]["test_accuracy"]
     # Refused before anything is written (JAX would fail in the first epoch's
