@@ -107,10 +107,19 @@ def test_two_workers_match_one_process_at_the_same_global_batch(two_workers, one
 @pytest.mark.integration
 def test_two_workers_with_sync_batchnorm_equal_one_process(tmp_path):
     """BatchNorm statistics over the global batch (an all-reduce per layer):
-    2 workers train as 1 process does. Measured on 12000 examples x 6 epochs:
-    training loss within 3e-7 (relative) for 4 epochs, then round-off grows
-    (1.5e-3, 2.7e-3); here, on a shorter run, we allow 1e-5 and the same test
-    accuracy to 0.5 points."""
+    2 workers train as 1 process does. One step is the one process's up to
+    float summation order (sums in two orders: a few 2**-24 each; rel 1e-5
+    allows more than 10 times that), where per-replica statistics differ by
+    about 1e-2. Training then feeds round-off back chaotically (measured on
+    12000 examples x 6 epochs: 3e-7 for 4 epochs, then 1.5e-3, 2.7e-3; CPUs
+    differ), so the epochs are compared at 2% and 6 points of test accuracy,
+    and the workers must stay in lock-step exactly."""
+    one_step = dict(epochs=1, max_train_examples=GLOBAL_BATCH)
+    _, (first, _) = check_workers(tmp_path / "one_step", 2,
+                                  dict(one_step, sync_batchnorm=True))
+    alone = single_process(tmp_path / "one_step_alone", **one_step)
+    assert report(first)["history"][0]["loss"] == pytest.approx(
+        alone.history[0]["loss"], rel=1e-5)
     short = dict(epochs=3, max_train_examples=4000)
     _, (chief, other) = check_workers(tmp_path / "workers", 2,
                                       dict(short, sync_batchnorm=True))
@@ -118,8 +127,8 @@ def test_two_workers_with_sync_batchnorm_equal_one_process(tmp_path):
     workers = report(chief)
     assert workers["config"]["sync_batchnorm"] is True
     for mine, theirs in zip(workers["history"], reference.history, strict=True):
-        assert mine["loss"] == pytest.approx(theirs["loss"], rel=1e-5), (mine, theirs)
-        assert abs(mine["test_accuracy"] - theirs["test_accuracy"]) < 0.005, (mine, theirs)
+        assert mine["loss"] == pytest.approx(theirs["loss"], rel=2e-2), (mine, theirs)
+        assert abs(mine["test_accuracy"] - theirs["test_accuracy"]) < 0.06, (mine, theirs)
     for name, value in trainable(other).items():  # still in lock-step
         np.testing.assert_array_equal(trainable(chief)[name], value, err_msg=name)
     # The saved model loads anywhere: synchronized BatchNorm is TensorFlow-only.
