@@ -262,10 +262,11 @@ def _is_raw(data):
     batches whose first is looked at) are raw 0-255 pixels: uint8, or
     floats above :data:`RAW_PIXELS_ABOVE`."""
     if _is_batches(data):
-        if isinstance(data, keras.utils.PyDataset):
-            x = data[0][0]
-        else:
-            x = next(iter(data.take(1)))[0]
+        first = [data[0]] if isinstance(data, keras.utils.PyDataset) and len(data) else \
+            [] if isinstance(data, keras.utils.PyDataset) else list(data.take(1))
+        if not first:
+            raise ValueError("the data hold no batch: give at least one example")
+        x = first[0][0]
     else:
         x = data[0]
     x = np.asarray(x)

@@ -211,6 +211,12 @@ def test_raw_float_pixels_get_the_layer_and_preprocessed_ones_do_not(fed):
                                head_epochs=1, full_epochs=0, verbose=0)
     assert "preprocessing" in [layer.name for layer in raw.layers]
     assert fed["x"].max() > 16  # fed raw
+    import tensorflow as tf  # image_dataset_from_directory's batches: 0-255 floats
+
+    batches = tf.data.Dataset.from_tensor_slices((pixels, labels)).batch(4)
+    tuned, _ = finetune.finetune("gresnet_mlp2_fashion_mnist", batches, classes=2,
+                                 head_epochs=1, full_epochs=0, verbose=0)
+    assert "preprocessing" in [layer.name for layer in tuned.layers]
     scaled, _ = finetune.finetune("gresnet_mlp2_fashion_mnist", (pixels / 255, labels),
                                   classes=2, head_epochs=1, full_epochs=0, verbose=0)
     assert "preprocessing" not in [layer.name for layer in scaled.layers]

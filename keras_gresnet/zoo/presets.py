@@ -194,8 +194,8 @@ def save_preset(model, directory, *, builder=None, builder_kwargs=None, metadata
         builder, builder_kwargs = model.builder, model.builder_kwargs
     elif builder is None:
         raise ValueError("builder_kwargs= needs builder= (the registered name they are for)")
-    metadata = {**model_card(model), **(metadata or {})} if metadata is None or isinstance(
-        metadata, dict) else metadata
+    if metadata is None or isinstance(metadata, dict):  # else refused below, in one line
+        metadata = {**model_card(model), **(metadata or {})}
     twin, config, metadata = _preset_contents(model, builder, builder_kwargs, metadata)
     if hub.is_hub_uri(directory):
         with tempfile.TemporaryDirectory(prefix="keras-gresnet-preset-") as tmp:
@@ -384,8 +384,9 @@ def _load_preset_folder(directory, preset, overrides):
     if metadata_path.is_file():
         try:
             metadata = json.loads(metadata_path.read_text())
-        except (OSError, ValueError) as error:
-            raise ValueError(f"{metadata_path} unreadable ({error})") from None
+        except (OSError, ValueError, RecursionError) as error:  # ValueError: bad UTF-8 too
+            raise ValueError(f"{metadata_path} unreadable ({type(error).__name__}: "
+                             f"{' '.join(str(error).split())[:200]})") from None
         if not isinstance(metadata, dict):
             raise ValueError(f"{metadata_path} must hold a JSON object")
     card = _card_of(metadata)
