@@ -548,6 +548,10 @@ def test_catalog_is_generated_from_the_registry_and_the_recipes():
     fields = {f.name for f in dataclasses.fields(training.Recipe)} - {"name", "citation"}
     assert set(_catalog.RECIPE_FIELDS) == fields
     assert all(meaning.strip() for meaning in _catalog.RECIPE_FIELDS.values())
+    for name in zoo.list_models():  # what train takes by default exists
+        builder = zoo.model_builder(name)
+        assert builder.default_recipe in training.RECIPES, name
+        assert builder.default_dataset in (*data.DATASETS, "imagenet2012"), name
     assert Path(_catalog.__file__).read_text() == _write_catalog().catalog_text(), (
         "keras_gresnet/_catalog.py is out of date: run python scripts/write_catalog.py")
 

@@ -37,6 +37,7 @@ def register_model(fn=None, *, configs=None, family=None, recipe=None, dataset=N
     def wrap(fn):
         if fn.__name__ in _MODELS:
             raise ValueError(f"model {fn.__name__!r} is already registered")
+
         @functools.wraps(fn)
         def build(*args, **kwargs):
             model = fn(*args, **kwargs)
