@@ -85,9 +85,10 @@ class on_sigterm_raise:
 
     def __init__(self, what, error=RuntimeError):
         self.what, self.error = what, error
+        self.fired = None
 
     def __enter__(self):
-        self.previous = None
+        self.previous, self.fired = None, None
         if threading.current_thread() is not threading.main_thread():
             return self
         try:
@@ -100,16 +101,19 @@ class on_sigterm_raise:
         self.previous = previous
         return self
 
-    @staticmethod
-    def _raise(signum, frame):
+    def _raise(self, signum, frame):
+        # Remembered too: code between the signal and this block's end (a
+        # library's C++ callback under TensorFlow) may catch the exception
+        # and raise another one of its own.
+        self.fired = (signum, frame)
         raise _Terminated(signum, frame)
 
     def __exit__(self, kind, error, traceback):
         if self.previous is not None:
             signal.signal(signal.SIGTERM, self.previous)
-        if kind is _Terminated:
+        if kind is _Terminated or (kind is not None and self.fired is not None):
             if callable(self.previous):  # the program's own handler decides
-                self.previous(*error.args)
+                self.previous(*self.fired)
                 raise self.error(f"{self.what} was interrupted by SIGTERM; nothing "
                                  f"was kept") from None
             raise SystemExit(128 + signal.SIGTERM) from None

@@ -98,3 +98,28 @@ def test_a_failed_preset_save_keeps_the_previous_preset(tmp_path, monkeypatch):
     x = np.ones((1, 784), "float32")
     np.testing.assert_allclose(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
     assert json.loads((preset / "config.json").read_text())["builder"] == "gresnet_mlp"
+
+
+def test_sigterm_caught_and_replaced_by_a_library_still_ends_the_export():
+    """A library between the signal and the block's end (TensorFlow's C++
+    callbacks) may catch the exception the handler raises and raise its
+    own: the block still ends as SIGTERM asks (exit 143), not as that
+    library's error (exit 1)."""
+    import os
+    import signal
+
+    from keras_gresnet.files import on_sigterm_raise
+
+    def library_call():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(10_000):  # the handler runs between bytecodes
+                pass
+        except BaseException as error:  # what a wrapping library does
+            raise RuntimeError("UnknownError: an operation was cancelled") from error
+
+    with pytest.raises(SystemExit) as ended:
+        with on_sigterm_raise("an export"):
+            library_call()
+    assert ended.value.code == 128 + signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # restored

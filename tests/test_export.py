@@ -163,8 +163,8 @@ def test_sigterm_during_an_export_leaves_no_temporary(tmp_path):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.01)
     proc.send_signal(signal.SIGTERM)
-    proc.communicate(timeout=120)
-    assert proc.returncode == 128 + signal.SIGTERM
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
     assert not (tmp_path / "new").exists()  # its temporary and the folder it made: gone
 
 
