@@ -185,7 +185,7 @@ def export(model, out, format="tf_saved_model", **kwargs):
         # from a file and never called ("The model provided has never called").
         (x,) = model.inputs
         kwargs["input_signature"] = [keras.InputSpec(shape=x.shape, dtype=x.dtype)]
-    with _created_parents(out), on_sigterm_raise(f"the export to {out}"):
+    with _created_parents(out), on_sigterm_raise(f"the export to {out}") as sigterm:
         _remove_stale_exports(out)
         tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
@@ -195,6 +195,7 @@ def export(model, out, format="tf_saved_model", **kwargs):
             model.export(str(artefact), format=format, **kwargs)
             if not artefact.exists():
                 raise RuntimeError(f"model.export(format={format!r}) wrote no {artefact}")
+            sigterm.check()  # a SIGTERM whose exception a callback swallowed: keep nothing
             _move_into_place(artefact, out)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

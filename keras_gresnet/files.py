@@ -101,10 +101,18 @@ class on_sigterm_raise:
         self.previous = previous
         return self
 
+    def check(self):
+        """Raise now if SIGTERM came and its exception was swallowed (a
+        handler that runs in a garbage-collection callback, e.g. JAX's,
+        only prints it): call it before the result replaces anything."""
+        if self.fired is not None:
+            raise _Terminated(*self.fired)
+
     def _raise(self, signum, frame):
-        # Remembered too: code between the signal and this block's end (a
-        # library's C++ callback under TensorFlow) may catch the exception
-        # and raise another one of its own.
+        # Remembered too: code between the signal and this block's end may
+        # catch the exception and raise another one of its own, or swallow
+        # it (an exception in a gc callback is printed and dropped: seen with
+        # JAX's _xla_gc_callback under an export); check() raises it again.
         self.fired = (signum, frame)
         raise _Terminated(signum, frame)
 

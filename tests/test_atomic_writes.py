@@ -123,3 +123,35 @@ def test_sigterm_caught_and_replaced_by_a_library_still_ends_the_export():
             library_call()
     assert ended.value.code == 128 + signal.SIGTERM
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # restored
+
+
+def test_sigterm_swallowed_by_a_gc_callback_is_raised_again_before_the_result_is_kept():
+    """A handler that runs inside a garbage-collection callback (JAX's
+    ``_xla_gc_callback`` under an export, seen in CI) has its exception
+    printed and dropped: ``check()`` raises it again before the result
+    replaces anything, and the block ends with exit 143."""
+    import gc
+    import os
+    import signal
+
+    from keras_gresnet.files import on_sigterm_raise
+
+    def in_gc(phase, info):  # the signal is handled while this callback runs
+        if phase == "start":
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(10_000):
+                pass
+
+    kept = []
+    gc.callbacks.append(in_gc)
+    try:
+        with pytest.raises(SystemExit) as ended:
+            with on_sigterm_raise("an export") as sigterm:
+                gc.collect()  # the exception is raised in the callback, and dropped
+                gc.callbacks.remove(in_gc)
+                sigterm.check()
+                kept.append("the result")
+    finally:
+        if in_gc in gc.callbacks:
+            gc.callbacks.remove(in_gc)
+    assert ended.value.code == 128 + signal.SIGTERM and kept == []

@@ -298,7 +298,7 @@ def _download(entry, folder):
         raise unwritable(error) from None
     _remove_stale_parts(folder, file)
     tmp = None
-    with on_sigterm_raise("the download", WeightsError):
+    with on_sigterm_raise("the download", WeightsError) as sigterm:
         try:
             try:
                 tmp, fd = _new_part(folder, file)
@@ -328,6 +328,7 @@ def _download(entry, folder):
                     f"not have sha256 {sha256} ({size} bytes, {entry['size']} expected); "
                     f"nothing was kept. {by_hand}"
                 )
+            sigterm.check()  # a SIGTERM whose exception a callback swallowed
             try:
                 os.replace(tmp, folder / file)
             except OSError as error:
