@@ -65,6 +65,4 @@ RECIPE_FIELDS = {'optimizer_name': 'a Keras optimizer class name, case-insensiti
  'k_decay': "decay GR's gates k too (GR Table 3: it hurts).",
  'preprocessing': '"scale", "mean" or "meanstd" (keras_gresnet.data.Preprocessing).',
  'augment': 'pad-4 random crop + horizontal flip.',
- 'pad_mode': 'the crop\'s padding: "zero" (fb.resnet.torch) or "reflect" (WRN\'s scripts).',
- 'dropout': 'dropout between the two convs of a unit (WRN).',
- 'bn_momentum': "Keras BatchNormalization momentum (Torch's 0.1 = 0.9)."}
+ 'pad_mode': 'the crop\'s padding: "zero" (fb.resnet.torch) or "reflect" (WRN\'s scripts).'}

@@ -22,7 +22,6 @@ import contextlib
 import dataclasses
 import errno
 import importlib.util
-import inspect
 import json
 import math
 import os
@@ -150,44 +149,18 @@ def parse_extra(tokens):
     return options
 
 
-# Prefixes that say where a free option goes when its name is both a recipe
-# field and a builder argument (``dropout``, ``bn_momentum``).
-MODEL_PREFIX, RECIPE_PREFIX = "model.", "recipe."
-
-
-def split_options(options, builder=None):
-    """``(recipe overrides, builder arguments)`` of the free options.
-
-    ``--model.NAME`` always goes to the builder and ``--recipe.NAME`` to the
-    recipe. A bare ``--NAME`` goes to the recipe when it is a recipe field,
-    else to the builder; when ``builder`` (a zoo builder function) also takes
-    it, the option is ambiguous and refused, naming both spellings."""
+def split_options(options):
+    """``(recipe overrides, builder arguments)`` of the free options: a
+    recipe field (``--lr`` is ``learning_rate``) goes to the recipe, any
+    other name to the builder, which checks it. No name is both (each
+    setting has one owner: the builder's BatchNorm momentum and dropout,
+    the recipe's optimisation; a test keeps it so)."""
     from keras_gresnet.training.recipes import Recipe
 
     fields = {f.name for f in dataclasses.fields(Recipe)} - {"name", "citation"}
-    accepted = set(inspect.signature(builder).parameters) if builder is not None else set()
     overrides, builder_kwargs = {}, {}
     for key, value in options.items():
-        if key.startswith(MODEL_PREFIX):
-            builder_kwargs[key[len(MODEL_PREFIX):]] = value
-            continue
-        if key.startswith(RECIPE_PREFIX):
-            key = key[len(RECIPE_PREFIX):]
-            if key == "lr":
-                key = "learning_rate"
-            if key not in fields:
-                raise ValueError(f"--{RECIPE_PREFIX}{key}: not a recipe field; accepted: "
-                                 f"{', '.join(sorted(fields))}")
-            overrides[key] = value
-            continue
-        if key == "lr":
-            key = "learning_rate"
-        if key in fields and key in accepted:
-            name = key.replace("_", "-")
-            raise ValueError(
-                f"--{name} is both a recipe field and an argument of {builder.__name__}: "
-                f"write --{MODEL_PREFIX}{name} for the model or --{RECIPE_PREFIX}{name} for "
-                f"the recipe")
+        key = "learning_rate" if key == "lr" else key
         (overrides if key in fields else builder_kwargs)[key] = value
     return overrides, builder_kwargs
 
@@ -217,9 +190,9 @@ def train_command(config):
 
 
 def cmd_train(args, extra):
-    from keras_gresnet import training, zoo
+    from keras_gresnet import training
 
-    overrides, builder_kwargs = split_options(parse_extra(extra), zoo.model_builder(args.model))
+    overrides, builder_kwargs = split_options(parse_extra(extra))
     policy = args.mixed_precision or "float32"
     if policy not in training.DTYPE_POLICIES:
         raise ValueError(f"--mixed-precision {policy}: not a dtype policy of a run; accepted: "
@@ -476,9 +449,8 @@ def build_parser():
         description=_wrapped(
             "Train MODEL (any `keras-gresnet list` name). Other --options are recipe fields "
             "(below) or builder arguments (--depth 20, --n 5, --unit original, ...: see "
-            "help(keras_gresnet.zoo.MODEL)). A name that is both (--dropout, --bn-momentum, "
-            "when the builder takes it) must say which: --model.dropout 0.3 or "
-            "--recipe.dropout 0.3."),
+            "help(keras_gresnet.zoo.MODEL); the builder owns the architecture's settings, "
+            "--bn-momentum and --dropout included)."),
         epilog=_recipe_fields_help(_catalog.RECIPE_FIELDS),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

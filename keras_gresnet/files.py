@@ -37,6 +37,28 @@ def write_json(path, obj):
     write_text(path, json.dumps(obj, indent=2, default=str) + "\n")  # insertion order: gates in network order
 
 
+def _no_constant(name):
+    """JSON's non-standard NaN / Infinity, which this package never writes:
+    refused as a JSON error."""
+    raise json.JSONDecodeError(f"{name} is not a number this package writes", name, 0)
+
+
+def read_json(path, kind=dict):
+    """The JSON file ``path`` (one this package wrote, or a user's: read as
+    data, nothing in it runs), which must hold a ``kind``; ``ValueError``
+    naming the file otherwise (unreadable, bad UTF-8, not JSON, NaN, too
+    deep, another type)."""
+    try:
+        value = json.loads(Path(path).read_text(encoding="utf-8"), parse_constant=_no_constant)
+    except (OSError, ValueError, RecursionError) as error:  # ValueError: bad UTF-8, bad JSON
+        first = " ".join(((str(error).splitlines() or [""])[0] or type(error).__name__).split())
+        raise ValueError(f"{path}: not a readable JSON file ({first[:200]})") from None
+    if not isinstance(value, kind):
+        raise ValueError(f"{path}: must hold a JSON {'object' if kind is dict else kind.__name__}, "
+                         f"got {type(value).__name__}")
+    return value
+
+
 def write_csv(path, columns, rows):
     """``rows``: iterables in ``columns`` order; floats written in full."""
     lines = [",".join(columns)]

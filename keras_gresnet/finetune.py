@@ -42,7 +42,6 @@ them again, set ``layer.trainable = True`` on each layer and recompile
 while the model's own flag is already ``True``).
 """
 
-import json
 import math
 import os
 import sys
@@ -52,9 +51,10 @@ import keras
 import numpy as np
 
 from keras_gresnet import weights, zoo
-from keras_gresnet.data.datasets import DATASETS
 from keras_gresnet._checks import check_choice, check_int, check_positive
+from keras_gresnet.files import read_json
 from keras_gresnet.layers import ZooModel, all_layers, model_card, takes_raw_pixels
+from keras_gresnet.training import runs
 from keras_gresnet.weights.loading import HEAD
 
 VERBOSITIES = ("auto", 0, 1, 2)
@@ -75,14 +75,6 @@ def load_pretrained(source):
                          f"model={str(source)!r}: {message}") from None
 
 
-def _read_json(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError, RecursionError) as error:
-        raise ValueError(f"{path}: not readable JSON ({' '.join(str(error).split())})") from None
-
-
 def source_info(source):
     """``{"class_names": [...] or None, "preprocessing": dict or None}`` of
     ``source`` (see the module docstring)."""
@@ -95,21 +87,14 @@ def source_info(source):
         raise ValueError(f"source must be a model, a weights name, a run or preset folder, or "
                          f"a list of class names, got {type(source).__name__}")
     path = Path(source)
-    if path.is_dir() and (path / "config.json").is_file() and not (
+    if path.is_dir() and (path / runs.CONFIG).is_file() and not (
             path / weights.PRESET_METADATA).is_file():
-        config = _read_json(path / "config.json")
-        data = config.get("data") if isinstance(config, dict) else None
-        if not isinstance(data, dict):
-            raise ValueError(f"{path / 'config.json'}: not a keras-gresnet run's config")
-        names = data.get("class_names")
-        if names is None and config.get("dataset") in DATASETS:
-            names = list(DATASETS[config["dataset"]].class_names)
-        return dict(class_names=names, preprocessing=data.get("preprocessing"))
+        card = runs.run_card(runs.read_config(path / runs.CONFIG), {})
+        return dict(class_names=card.get("class_names"), preprocessing=card.get("preprocessing"))
     if path.is_dir() and (path / weights.PRESET_METADATA).is_file():
-        metadata = _read_json(path / weights.PRESET_METADATA)
-        if isinstance(metadata, dict) and isinstance(metadata.get("weights"), str):
+        metadata = read_json(path / weights.PRESET_METADATA)
+        if isinstance(metadata.get("weights"), str):
             return source_info(metadata["weights"])
-        metadata = metadata if isinstance(metadata, dict) else {}
         return dict(class_names=metadata.get("class_names"),
                     preprocessing=metadata.get("preprocessing"))
     if isinstance(source, str) and not path.exists():

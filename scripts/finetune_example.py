@@ -226,9 +226,9 @@ def table(args, errors, defaults):
         f"- scratch: `gresnet_mlp` from random weights, GR's optimizer and learning rate "
         f"(recipe `{SCRATCH_RECIPE}`: Keras 1 Nadam, lr 0.002), {budget} epochs at batch "
         f"{defaults['batch_size']}: the new defaults' epochs and steps on the same images.",
-        f"- every net: `gresnet_mlp<depth>_<source>` published weights (a fresh 10-class "
-        f"head), the seed's `shots` random training images per class, pixels / 255; "
-        f"BatchNorm frozen while fine-tuning (`keras_gresnet.finetune`).",
+        "- every net: `gresnet_mlp<depth>_<source>` published weights (a fresh 10-class "
+        "head), the seed's `shots` random training images per class, pixels / 255; "
+        "BatchNorm frozen while fine-tuning (`keras_gresnet.finetune`).",
     ]
     return "\n".join(lines) + "\n"
 

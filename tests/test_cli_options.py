@@ -1,50 +1,72 @@
-"""Where the command line's free options go: recipe fields, builder
-arguments, and the names that are both (``--model.NAME`` / ``--recipe.NAME``)."""
+"""Where the command line's free options go: recipe fields to the recipe,
+everything else to the builder; each setting has one owner."""
 
+import dataclasses
+import inspect
+import json
+
+import keras
 import pytest
 
 from keras_gresnet import cli, training, zoo
+from keras_gresnet.training import runs
 
 
-def test_a_name_both_sides_take_must_say_which():
-    options = cli.parse_extra(["--n", "1", "--dropout", "0.3"])
-    with pytest.raises(ValueError, match=r"--dropout is both a recipe field and an argument "
-                                         r"of wide_resnet: write --model.dropout .* "
-                                         r"--recipe.dropout"):
-        cli.split_options(options, zoo.wide_resnet)
-    overrides, builder = cli.split_options(
-        cli.parse_extra(["--n", "1", "--model.dropout", "0.3"]), zoo.wide_resnet)
-    assert overrides == {} and builder == {"n": 1, "dropout": 0.3}
-    overrides, builder = cli.split_options(
-        cli.parse_extra(["--n", "1", "--recipe.dropout", "0.3", "--recipe.lr", "0.5"]),
-        zoo.wide_resnet)
-    assert overrides == {"dropout": 0.3, "learning_rate": 0.5} and builder == {"n": 1}
+def _recipe_fields():
+    return {f.name for f in dataclasses.fields(training.Recipe)} - {"name", "citation"}
 
 
-def test_a_name_only_the_recipe_takes_goes_to_the_recipe():
-    # The MLPs have no dropout argument: --dropout is the recipe's, as it was.
-    overrides, builder = cli.split_options(cli.parse_extra(["--depth", "2", "--dropout", "0.1",
-                                                            "--epochs", "3"]), zoo.gresnet_mlp)
-    assert overrides == {"dropout": 0.1, "epochs": 3} and builder == {"depth": 2}
-    with pytest.raises(ValueError, match="--recipe.depth: not a recipe field"):
-        cli.split_options({"recipe.depth": 2}, zoo.gresnet_mlp)
+def test_no_name_is_both_a_recipe_field_and_a_builder_argument():
+    # One owner per setting: an option goes to the recipe or to the builder
+    # by its name alone, for every registered builder.
+    for name in zoo.list_models():
+        both = _recipe_fields() & set(inspect.signature(zoo.model_builder(name)).parameters)
+        assert not both, (name, both)
+    assert {"learning_rate", "weight_decay", "epochs"} <= _recipe_fields()
 
 
-def test_the_command_line_refuses_an_ambiguous_option_before_writing(tmp_path, capsys):
+def test_free_options_go_to_their_one_owner():
+    overrides, builder = cli.split_options(cli.parse_extra(
+        ["--n", "1", "--dropout", "0.3", "--bn-momentum", "0.5", "--lr", "0.5",
+         "--epochs", "3"]))
+    assert overrides == {"learning_rate": 0.5, "epochs": 3}
+    assert builder == {"n": 1, "dropout": 0.3, "bn_momentum": 0.5}
+
+
+def test_the_builder_owns_bn_momentum_and_dropout():
+    config = training.resolve_config("wide_resnet", model_kwargs=dict(n=1, bn_momentum=0.5))
+    assert config["model_kwargs"] == {"n": 1, "bn_momentum": 0.5}  # nothing added
+    assert not {"bn_momentum", "dropout"} & set(config["recipe"])
+    model = training.build_model(config, (8, 8, 3), 10)
+    batch_norms = [l for l in model.layers if isinstance(l, keras.layers.BatchNormalization)]
+    assert batch_norms and {l.momentum for l in batch_norms} == {0.5}
+    assert model.builder_kwargs["bn_momentum"] == 0.5
+    assert model.builder_kwargs["dropout"] == 0.3  # WRN's, the builder's default
+    assert any(isinstance(l, keras.layers.Dropout) for l in model.layers)
+    with pytest.raises(ValueError, match=r"Unknown Recipe field\(s\) \['dropout'\]"):
+        training.get_recipe("wrn_cifar", dropout=0.3)  # not the recipe's
+
+
+def test_an_old_config_with_the_settings_in_its_recipe_reads_and_resumes(tmp_path):
+    # Configs written before the builder owned them held bn_momentum and
+    # dropout in the recipe: read into model_kwargs where they differ from
+    # the builder's default, so the run resumes with the same arguments.
+    config = training.resolve_config("gresnet_mlp", model_kwargs=dict(depth=2))
+    old = json.loads(json.dumps(config))
+    old["recipe"].update(bn_momentum=0.99, dropout=0.0)  # gr_mnist's, the builder's default
     out = tmp_path / "run"
-    code = cli.main(["train", "wide_resnet", "--n", "1", "--widen-factor", "1", "--dropout",
-                     "0.3", "--dataset", "cifar10", "--out", str(out)])
-    err = capsys.readouterr().err.strip()
-    assert code == 2 and len(err.splitlines()) == 1 and "--model.dropout" in err
-    assert not out.exists()
-
-
-def test_a_builder_bn_momentum_would_be_replaced_by_the_recipe_so_it_is_refused():
-    with pytest.raises(ValueError, match=r"may not set bn_momentum.*--recipe.bn-momentum"):
-        training.resolve_config("gresnet_mlp", model_kwargs=dict(depth=2, bn_momentum=0.5))
-    config = training.resolve_config("gresnet_mlp", model_kwargs=dict(depth=2),
-                                     bn_momentum=0.5)
-    assert config["recipe"]["bn_momentum"] == 0.5
+    out.mkdir()
+    (out / "config.json").write_text(json.dumps(old))
+    assert runs.check_folder(out, config, overwrite=False) is True  # resumes
+    assert runs.read_config(out / "config.json") == json.loads(json.dumps(config))
+    old["recipe"]["bn_momentum"] = 0.9  # not the MLP's default: the builder's argument now
+    (out / "config.json").write_text(json.dumps(old))
+    assert runs.read_config(out / "config.json")["model_kwargs"] == {"depth": 2,
+                                                                     "bn_momentum": 0.9}
+    with pytest.raises(ValueError, match=r"differs in \['model_kwargs'\]"):
+        runs.check_folder(out, config, overwrite=False)
+    again = training.resolve_config("gresnet_mlp", model_kwargs=dict(depth=2, bn_momentum=0.9))
+    assert runs.check_folder(out, again, overwrite=False) is True
 
 
 def test_train_command_reproduces_a_config():
@@ -61,7 +83,7 @@ def test_train_command_reproduces_a_config():
                        "--optimizer-name nadam --epochs 20 --seed 0")
     options = cli.parse_extra(command.split()[3:])
     dataset, seed = options.pop("dataset"), options.pop("seed")  # the CLI's own options
-    overrides, builder = cli.split_options(options, zoo.gresnet_mlp)
+    overrides, builder = cli.split_options(options)
     again = training.resolve_config("gresnet_mlp", model_kwargs=builder, dataset=dataset,
                                     seed=seed, **overrides)
     assert again["recipe"] == config["recipe"] and again["dataset"] == "fashion_mnist"

@@ -121,7 +121,7 @@ def test_every_command_line_in_the_docs_parses(capsys):
             pytest.fail(f"{page}: keras-gresnet {' '.join(argv)}: {capsys.readouterr().err}")
         if args.command == "train":
             assert args.model in zoo.list_models(), (page, argv)
-            cli.split_options(cli.parse_extra(extra), zoo.model_builder(args.model))
+            cli.split_options(cli.parse_extra(extra))
         elif args.command != "list":
             assert not extra, (page, argv, extra)
         if argv[:1] == ["list"] or argv[:2] == ["weights", "list"]:  # instant: run them

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from helpers import seed_everything
-from keras_gresnet import data, finetune, training, weights, zoo
+from keras_gresnet import data, finetune, training, zoo
 
 SHOTS = 20
 BATCH = 25  # 4 full steps per epoch over the 100 few-shot images

@@ -147,8 +147,10 @@ def test_decode_predictions_from_names_weights_and_a_run(tmp_path):
         [("Ankle boot", 1.0)]]
     run = tmp_path / "run"
     run.mkdir()
-    (run / "config.json").write_text(json.dumps(
-        {"dataset": "folder", "data": {"class_names": ["x", "y", "z"], "preprocessing": None}}))
+    (run / "config.json").write_text(json.dumps(  # what a run on a folder records
+        {"model": "gresnet_mlp", "model_kwargs": {"depth": 2}, "dataset": "folder",
+         "recipe": {"name": "gr_mnist"}, "seed": 0, "strategy": "one_device",
+         "data": {"class_names": ["x", "y", "z"], "preprocessing": None}}))
     assert keras_gresnet.decode_predictions(preds, str(run), top=1)[0] == [("y", 0.7)]
     with pytest.raises(ValueError, match="preds have 3 classes"):
         keras_gresnet.decode_predictions(preds, "gresnet_mlp20_fashion_mnist")

@@ -1,6 +1,7 @@
 """Tests of keras_gresnet.training.recipes: the papers' recipes, schedules, weight decay."""
 
 import dataclasses
+import inspect
 import json
 
 import keras
@@ -9,10 +10,11 @@ import pytest
 
 from helpers import sgd_step_changes, zero_loss
 from keras_gresnet import zoo
-from keras_gresnet.layers import gate_layers
+from keras_gresnet.layers import gate_layers, residual_unit
 from keras_gresnet.optimizers import Keras1Nadam
+from keras_gresnet.zoo.resnets import IMAGENET_LAYOUTS
 from keras_gresnet.training import recipes
-from keras_gresnet.training.recipes import RECIPES, get_recipe
+from keras_gresnet.training.recipes import RECIPES, Recipe, get_recipe
 
 
 def lr_at(schedule, steps):
@@ -31,8 +33,7 @@ def lr_at(schedule, steps):
 
 
 SGD_NESTEROV = dict(optimizer_name="sgd", optimizer_kwargs={"momentum": 0.9, "nesterov": True})
-CIFAR = dict(SGD_NESTEROV, learning_rate=0.1, batch_size=128, augment=True, bn_momentum=0.9,
-             decay="all")
+CIFAR = dict(SGD_NESTEROV, learning_rate=0.1, batch_size=128, augment=True, decay="all")
 HE_CIFAR = dict(CIFAR, warmup_steps=400, warmup_lr=0.01)
 PAPER_NUMBERS = {
     "gr_mnist": dict(
@@ -41,14 +42,14 @@ PAPER_NUMBERS = {
         lr_milestones=(), warmup_steps=0,
     ),
     "preact_cifar": dict(
-        CIFAR, weight_decay=1e-4, preprocessing="mean", epochs=164, dropout=0.0,
+        CIFAR, weight_decay=1e-4, preprocessing="mean", epochs=164,
         lr_milestones=(0.5, 0.75), lr_milestone_unit="fraction", lr_factor=0.1,
         warmup_steps=0, pad_mode="zero",
     ),
     # GR's CIFAR recipe on the MNIST family: only its length differs (40
     # epochs, chosen for a 2-hour run here: see its comment in recipes.py)
     "preact_mnist": dict(
-        CIFAR, weight_decay=1e-4, preprocessing="mean", epochs=40, dropout=0.0,
+        CIFAR, weight_decay=1e-4, preprocessing="mean", epochs=40,
         lr_milestones=(0.5, 0.75), lr_milestone_unit="fraction", lr_factor=0.1,
         warmup_steps=0, pad_mode="zero",
     ),
@@ -63,16 +64,37 @@ PAPER_NUMBERS = {
         pad_mode="zero",
     ),
     "wrn_cifar": dict(
-        CIFAR, weight_decay=5e-4, preprocessing="meanstd", epochs=200, dropout=0.3,
+        CIFAR, weight_decay=5e-4, preprocessing="meanstd", epochs=200,
         lr_milestones=(59 / 200, 119 / 200, 159 / 200), lr_milestone_unit="fraction",
         lr_factor=0.2, warmup_steps=0, pad_mode="reflect",
     ),
     "he_imagenet": dict(
         SGD_NESTEROV, learning_rate=0.1, batch_size=256, epochs=90, weight_decay=1e-4,
         decay="all", lr_milestones=(30, 60), lr_milestone_unit="epoch", lr_factor=0.1,
-        warmup_steps=0, preprocessing="meanstd", augment=True, bn_momentum=0.9,
+        warmup_steps=0, preprocessing="meanstd", augment=True,
     ),
 }
+
+
+def test_the_builders_hold_the_papers_architecture_settings():
+    # BatchNorm momentum and dropout are the builders' (one owner per
+    # setting, recipes.BUILDER_SETTINGS), with the papers' values: Keras'
+    # 0.99 for GR's MLPs (GR trained in Keras), fb.resnet.torch's 0.1 (Keras'
+    # 0.9) for the conv nets, WRN's dropout 0.3.
+    assert not set(recipes.BUILDER_SETTINGS) & {f.name for f in dataclasses.fields(Recipe)}
+    unit_default = inspect.signature(residual_unit).parameters["bn_momentum"].default
+    for name in zoo.list_models():
+        builder = zoo.model_builder(name)
+        params = inspect.signature(builder).parameters
+        momentum = params["bn_momentum"].default
+        if builder.default_recipe == "gr_mnist":
+            assert momentum == 0.99, name
+        elif momentum is None:  # the ImageNet layout's: HE's is the unit's
+            assert "bn_momentum" not in IMAGENET_LAYOUTS["he"] and unit_default == 0.9
+        else:
+            assert momentum == 0.9, name
+        dropout = params["dropout"].default if "dropout" in params else 0.0
+        assert dropout == (0.3 if builder.default_recipe == "wrn_cifar" else 0.0), name
 
 
 @pytest.mark.parametrize("name", PAPER_NUMBERS)
@@ -89,15 +111,23 @@ def test_recipes_hold_the_papers_numbers(name):
 
 def test_gr_mnist_config_is_what_its_recorded_runs_hold():
     """GR's MNIST recipe is unchanged: its config has no new field, so a
-    recorded run resumes with today's defaults."""
+    recorded run resumes with today's defaults. Its BatchNorm momentum,
+    which the recipe held then, is the builders' default now: reading the
+    recorded configs moves nothing into their builder arguments."""
     import pathlib
 
-    results = pathlib.Path(__file__).resolve().parents[1] / "zoo" / "results" / "mnist" / "runs"
-    paths = sorted(results.glob("*/config.json"))
-    assert paths
+    from keras_gresnet.training import runs
+
+    results = pathlib.Path(__file__).resolve().parents[1] / "zoo" / "results"
+    paths = sorted(results.glob("*/runs/*/config.json"))
+    assert len(paths) >= 28  # MNIST, Fashion-MNIST and conv runs
     for path in paths:
         with open(path) as f:
-            recorded = json.load(f)["recipe"]
+            raw = json.load(f)
+        config = runs.read_config(path)
+        assert config["model_kwargs"] == raw["model_kwargs"], path
+        assert not set(recipes.BUILDER_SETTINGS) & set(config["recipe"]), path
+        recorded = config["recipe"]
         if recorded["name"] == "gr_mnist" and recorded["epochs"] == 100:
             assert RECIPES["gr_mnist"].get_config() == recorded, path
 
@@ -278,7 +308,7 @@ def test_unknown_names_and_fields():
         (dict(batch_size=0), "batch_size=0: expected an integer >= 1"),
         (dict(epochs=1.5), "epochs=1.5: expected an integer >= 1"),
         (dict(weight_decay=-1e-4), "weight_decay=-0.0001: expected a number >= 0"),
-        (dict(dropout=1.0), "dropout=1.0: expected a number >= 0 and < 1"),
+        (dict(lr_factor=-1), "lr_factor=-1: expected a number > 0"),
         (dict(learning_rate="0.1"), "learning_rate='0.1': expected a number"),
         (dict(decay="bn"), "Recipe field decay='bn': expected one of 'all', 'kernels'"),
         (dict(pad_mode="edge"), "Recipe field pad_mode='edge': expected one of 'zero', 'reflect'"),
@@ -437,20 +467,15 @@ def test_weight_decay_argument_check(tiny_gresnet):
 
 
 # --------------------------------------------------------------------------
-# BN momentum and Recipe.apply_to.
+# Recipe.apply_to.
 
 
-def test_set_bn_momentum_and_apply_to():
-    model = zoo.gresnet_cifar(n=1, input_shape=(16, 16, 3), classes=10)
+def test_apply_to_attaches_the_weight_decay_and_leaves_the_builders_settings():
+    model = zoo.gresnet_cifar(n=1, input_shape=(16, 16, 3), classes=10, bn_momentum=0.5)
     batch_norms = [l for l in model.layers if isinstance(l, keras.layers.BatchNormalization)]
-    assert recipes.set_bn_momentum(model, 0.5) == len(batch_norms) > 0
-    assert {l.get_config()["momentum"] for l in batch_norms} == {0.5}
-    with pytest.raises(ValueError, match="momentum must be in"):
-        recipes.set_bn_momentum(model, 1.0)
-
     recipe = get_recipe("preact_cifar", k_decay=True)
     assert recipe.apply_to(model) is model
-    assert {l.momentum for l in batch_norms} == {0.9}
+    assert batch_norms and {l.momentum for l in batch_norms} == {0.5}  # the builder's
     decayed = model.trainable_weights  # the papers' code: every parameter
     assert len(model.losses) == len(decayed)
     expected = 1e-4 / 2 * sum(float(np.sum(v.numpy() ** 2)) for v in decayed)

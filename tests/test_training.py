@@ -56,7 +56,7 @@ def test_defaults_follow_the_papers():
     assert config["dataset"] == "imagenet2012" and config["recipe"]["name"] == "he_imagenet"
     assert config["recipe"]["batch_size"] == 256 and config["recipe"]["lr_milestones"] == [30, 60]
     config = training.resolve_config("wide_resnet", epochs=1)
-    assert config["model_kwargs"] == {"dropout": 0.3}  # WRN's dropout from its recipe
+    assert config["model_kwargs"] == {}  # WRN's dropout 0.3 is the builder's default
     assert config["recipe"]["weight_decay"] == 5e-4 and config["recipe"]["epochs"] == 1
 
 

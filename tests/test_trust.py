@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from keras_gresnet import _catalog, cli, data, files, training, weights, zoo
+from keras_gresnet import _catalog, cli, data, files, training, zoo
 
 TINY = ["--dataset", "fashion_mnist", "--max-train-examples", "256",
         "--max-test-examples", "200", "--epochs", "1"]

@@ -16,7 +16,6 @@ for _name in ("tensorflow", "tensorflow_datasets"):
 os.environ.setdefault("KERAS_BACKEND", "jax")
 
 import keras  # noqa: E402
-import numpy as np  # noqa: E402
 
 from keras_gresnet import analysis, cli, data, finetune, training, zoo  # noqa: E402
 from keras_gresnet.data import synthetic  # noqa: E402

@@ -9,7 +9,6 @@ training (under the config's dtype policy, :func:`dtype_policy_scope`),
 """
 
 import contextlib
-import inspect
 import os
 import sys
 
@@ -84,11 +83,6 @@ def default_dataset(model):
     return zoo.model_builder(model).default_dataset  # its register_model(dataset=...)
 
 
-def _builder_accepts(builder, argument):
-    params = inspect.signature(builder).parameters
-    return argument in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
-
-
 def _check_strategy(strategy, cluster):
     """The strategy name the run trains under (``"auto"`` with a cluster:
     ``"multi_worker"``); a cluster needs ``"multi_worker"``."""
@@ -101,9 +95,10 @@ def _check_strategy(strategy, cluster):
     return strategy
 
 
-def _check_model_kwargs(model_kwargs, builder, recipe):
-    """The builder's arguments (not the dataset's), with the recipe's dropout
-    where the builder takes one and none is given."""
+def _check_model_kwargs(model_kwargs):
+    """The builder's arguments (not the dataset's). The architecture's
+    settings a paper gives with its recipe (BatchNorm momentum, WRN's
+    dropout) are among them: the builders' defaults are the papers'."""
     model_kwargs = dict(model_kwargs or {})
     reserved = sorted({"input_shape", "classes", "input_tensor"} & set(model_kwargs))
     if reserved:
@@ -116,15 +111,6 @@ def _check_model_kwargs(model_kwargs, builder, recipe):
             "model_kwargs may not set include_preprocessing: the training pipeline "
             "normalises the pixels (the recipe's preprocessing); add the layer to the "
             "trained model with the builder's include_preprocessing= and weights=")
-    if "bn_momentum" in model_kwargs:
-        # The recipe sets every BatchNorm's momentum after the build
-        # (Recipe.apply_to): a builder's own would be silently replaced.
-        raise ValueError(
-            f"model_kwargs may not set bn_momentum: the recipe's bn_momentum "
-            f"({recipe.bn_momentum}) is applied to every BatchNorm; set the recipe's "
-            f"(--recipe.bn-momentum, or bn_momentum= as a recipe override)")
-    if recipe.dropout and "dropout" not in model_kwargs and _builder_accepts(builder, "dropout"):
-        model_kwargs["dropout"] = recipe.dropout
     return model_kwargs
 
 
@@ -166,7 +152,7 @@ def resolve_config(
             "train() feeds channels_last batches (the pipelines' NHWC images); call "
             "keras.config.set_image_data_format('channels_last') before training (a "
             "channels_first model of the zoo takes the trained weights as they are)")
-    builder = zoo.model_builder(model)
+    zoo.model_builder(model)  # an unknown name: one line, before anything else
     dataset = default_dataset(model) if dataset is None else dataset
     check_choice(dataset, "dataset", (*data.DATASETS, data.IMAGENET, data.FOLDER))
     if data_dir is not None and not os.path.isdir(data_dir):
@@ -190,7 +176,7 @@ def resolve_config(
             check_int(value, argument, 1)
     return dict(
         model=model,
-        model_kwargs=_check_model_kwargs(model_kwargs, builder, recipe),
+        model_kwargs=_check_model_kwargs(model_kwargs),
         dataset=dataset,
         data_dir=None if data_dir is None else str(data_dir),
         validation_split=float(validation_split),
@@ -258,7 +244,7 @@ def dtype_policy_scope(name):
 
 def build_model(config, input_shape, num_classes):
     """The config's zoo model, built under its ``dtype_policy`` (default
-    float32), with the recipe's decay and BN momentum."""
+    float32), with the recipe's weight decay."""
     # Layers take the global policy when they are made; the builders keep the
     # classifier in float32 under a mixed one (zoo.applications.head_dtype).
     with dtype_policy_scope(config.get("dtype_policy", "float32")):
@@ -266,12 +252,7 @@ def build_model(config, input_shape, num_classes):
             config["model"], input_shape=input_shape, classes=num_classes,
             **config["model_kwargs"]
         )
-    recipe = recipes.Recipe.from_config(config["recipe"])
-    recipe.apply_to(model)
-    kwargs = getattr(model, "builder_kwargs", None)
-    if getattr(model, "builder", None) and "bn_momentum" in kwargs:
-        kwargs["bn_momentum"] = recipe.bn_momentum  # what apply_to set: the record agrees
-        model.remember(model.builder, kwargs, model.card)
+    recipes.Recipe.from_config(config["recipe"]).apply_to(model)
     # Keras' synchronized BatchNorm is TensorFlow's; JAX's data_parallel and
     # multi_worker compute global statistics by themselves.
     sync_batchnorm(model, config.get("sync_batchnorm", False)

@@ -5,7 +5,7 @@ length, batch size, weight decay, preprocessing and augmentation::
 
     from keras_gresnet.training import recipes
     recipe = recipes.get_recipe("preact_cifar", epochs=10)  # a quick run
-    recipe.apply_to(model)                # weight decay, BN momentum
+    recipe.apply_to(model)                # weight decay
     model.compile(optimizer=recipe.optimizer(steps_per_epoch), ...)
 
 Weight decay convention. The papers' frameworks (Caffe, Torch) add
@@ -50,6 +50,11 @@ MILESTONE_UNITS = ("fraction", "epoch", "step")
 DECAYS = ("all", "kernels")
 # Fields added since the first recorded runs, with the value those ran with.
 LEGACY_FIELDS = {"decay": "kernels", "pad_mode": "zero"}
+# Settings a paper states with its training recipe that are the architecture's
+# own, so the builder owns them (an argument with the paper's value as its
+# default, recorded with the model): configs written before that hold them in
+# the recipe (keras_gresnet.training.runs reads them into model_kwargs).
+BUILDER_SETTINGS = ("dropout", "bn_momentum")
 
 
 def _optimizer_classes():
@@ -137,8 +142,6 @@ class Recipe:
         augment: pad-4 random crop + horizontal flip.
         pad_mode: the crop's padding: ``"zero"`` (fb.resnet.torch) or
             ``"reflect"`` (WRN's scripts).
-        dropout: dropout between the two convs of a unit (WRN).
-        bn_momentum: Keras BatchNormalization momentum (Torch's 0.1 = 0.9).
         citation: where the numbers come from.
     """
 
@@ -160,8 +163,6 @@ class Recipe:
     preprocessing: str = "scale"
     augment: bool = False
     pad_mode: str = "zero"
-    dropout: float = 0.0
-    bn_momentum: float = 0.99
     citation: str = ""
 
     def __post_init__(self):
@@ -197,8 +198,6 @@ class Recipe:
             ("learning_rate", 0, None),
             ("lr_factor", 0, None),
             ("weight_decay", None, None),
-            ("dropout", None, 1),
-            ("bn_momentum", None, 1),
         ):
             check_number(getattr(self, field), _field(field), low, high)
         for field, minimum in (("epochs", 1), ("batch_size", 1), ("warmup_steps", 0)):
@@ -281,10 +280,11 @@ class Recipe:
     # -- model ---------------------------------------------------------------
 
     def apply_to(self, model):
-        """Attach the recipe's weight decay and BN momentum to ``model``
-        (before ``compile``); returns ``model``."""
+        """Attach the recipe's weight decay to ``model`` (before ``compile``);
+        returns ``model``. The architecture's own settings (BatchNorm
+        momentum, dropout) are the builder's arguments, whose defaults are
+        the papers' (:data:`BUILDER_SETTINGS`)."""
         apply_weight_decay(model, self.weight_decay, k_decay=self.k_decay, decay=self.decay)
-        set_bn_momentum(model, self.bn_momentum)
         return model
 
     # -- serialization -------------------------------------------------------
@@ -329,7 +329,6 @@ RECIPES = {
         decay="kernels",  # no decay at all; the value its recorded runs hold
         preprocessing="scale",
         augment=False,
-        bn_momentum=0.99,  # Keras' default: GR trained these nets in Keras
         citation="GR, MNIST nets (Tables 1-2): Keras 1 Nadam (schedule_decay 0.004, "
         "epsilon 1e-8), lr 0.002, beta_1 0.9, no decay, 100 epochs, batch 128",
     ),
@@ -348,20 +347,19 @@ RECIPES = {
         preprocessing="mean",
         augment=True,
         pad_mode="zero",  # fb.resnet.torch datasets/transforms.lua:62-72 (RandomCrop)
-        bn_momentum=0.9,
         citation="GR, pre-activation ResNets on CIFAR (Table 3), HE's recipe: SGD "
         "Nesterov 0.9, lr 0.1 /10 at 50% and 75% of the epochs, wd 1e-4 on every "
         "parameter, BN momentum 0.9, mean subtraction, pad-4 crop + flip, batch 128",
     ),
 }
-# WRN's recipe: HE's CIFAR SGD with WRN's schedule, weight decay, statistics
-# and dropout.
+# WRN's recipe: HE's CIFAR SGD with WRN's schedule, weight decay and
+# statistics (WRN's dropout 0.3 is wide_resnet's default dropout=0.3).
 RECIPES["wrn_cifar"] = dataclasses.replace(
     RECIPES["preact_cifar"], name="wrn_cifar",
     # x0.2 when WRN's 1-based epoch 60, 120, 160 starts (train.lua:173-181):
     # after 59, 119, 159 epochs of 200.
     lr_milestones=(59 / 200, 119 / 200, 159 / 200), lr_factor=0.2, epochs=200,
-    weight_decay=5e-4, preprocessing="meanstd", dropout=0.3,
+    weight_decay=5e-4, preprocessing="meanstd",
     pad_mode="reflect",  # WRN scripts/train_cifar.sh:9, train.lua:103-117
     citation="WRN's recipe (GR Tables 3-4; WRN's train.lua, scripts/train_cifar.sh): "
     "SGD Nesterov 0.9, lr 0.1 x0.2 at 1-based epochs 60, 120, 160 of 200, wd 5e-4 "
@@ -529,16 +527,3 @@ def apply_weight_decay(model, weight_decay, k_decay=False, decay="all"):
             if hasattr(layer, argument):
                 setattr(layer, argument, regularizer if argument in arguments else None)
     return decayed if regularizer else []
-
-
-def set_bn_momentum(model, momentum):
-    """Set every BatchNormalization's momentum (Keras convention:
-    ``moving = momentum * moving + (1 - momentum) * batch``; Torch's 0.1 is
-    Keras' 0.9). Call before ``compile``: a traced train step keeps the old
-    value. Returns the number of layers changed."""
-    if not is_real(momentum) or not 0 <= momentum < 1:
-        raise ValueError(f"momentum must be in [0, 1), got {momentum!r}")
-    layers = [l for l in all_layers(model) if isinstance(l, keras.layers.BatchNormalization)]
-    for layer in layers:
-        layer.momentum = float(momentum)
-    return len(layers)

@@ -38,7 +38,8 @@ import keras
 from keras_gresnet import plots
 from keras_gresnet._checks import check_int
 from keras_gresnet.files import (
-    atomic_path, remove_stale_temporaries, temporary_target, write_csv, write_json,
+    atomic_path, read_json, remove_stale_temporaries, temporary_target, write_csv,
+    write_json,
 )
 from keras_gresnet.layers import ZooModel, gate_layers
 from keras_gresnet.weights.loading import load_model_file  # noqa: F401 (the one safe loader)
@@ -196,7 +197,7 @@ def read_results(out):
     """The ``results.json`` of the run folder ``out``, or ``None`` while the
     run is unfinished."""
     path = Path(out) / RESULTS
-    return json.loads(path.read_text()) if path.exists() else None
+    return read_json(path) if path.exists() else None
 
 
 def write_results(out, results):
@@ -422,23 +423,11 @@ class EpochBackup(keras.callbacks.Callback):
 # Which folders hold a run, and which files are a run's own.
 
 
-def _no_constant(name):
-    """JSON's non-standard NaN / Infinity, which this package never writes
-    into a config: refused as a JSON error."""
-    raise json.JSONDecodeError(f"{name} is not a number a run config holds", name, 0)
-
-
-def _read_config(path):
-    """A run folder's ``config.json`` (a dict of this package's schema);
-    ``ValueError`` naming the file otherwise."""
-    try:
-        config = json.loads(Path(path).read_text(), parse_constant=_no_constant)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
-        first = (str(error).splitlines() or [type(error).__name__])[0][:200]
-        raise ValueError(f"{path}: not a readable JSON config ({first})") from None
-    if not isinstance(config, dict):
-        raise ValueError(f"{path}: must hold a JSON object (a keras-gresnet run config), "
-                         f"got {type(config).__name__}")
+def read_config(path):
+    """A run folder's ``config.json`` (a dict of this package's schema, the
+    settings older versions kept elsewhere where they are now:
+    :func:`_builder_settings`); ``ValueError`` naming the file otherwise."""
+    config = read_json(path)
     missing = [k for k in _CONFIG_SCHEMA if k not in config]
     if missing or not isinstance(config.get("recipe"), dict):
         raise ValueError(f"{path} is not a keras-gresnet run config (it lacks "
@@ -448,6 +437,28 @@ def _read_config(path):
         if key in config and not kind(value):
             raise ValueError(f"{path}: {key}={value!r} is not {accepted}; this config was "
                              f"not written by keras-gresnet (or was edited)")
+    return _builder_settings(config)
+
+
+def _builder_settings(config):
+    """``config`` with the architecture settings an older version kept in
+    the recipe (:data:`~keras_gresnet.training.recipes.BUILDER_SETTINGS`)
+    moved to ``model_kwargs`` where they differ from the builder's default
+    (the same model, so a run of then resumes with the same arguments now)."""
+    import inspect
+
+    from keras_gresnet.training.recipes import BUILDER_SETTINGS
+    from keras_gresnet.zoo import list_models, model_builder
+
+    recipe, kwargs = config["recipe"], config["model_kwargs"]
+    known = config["model"] in list_models()
+    params = inspect.signature(model_builder(config["model"])).parameters if known else {}
+    for key in BUILDER_SETTINGS:
+        if key not in recipe:
+            continue
+        value = recipe.pop(key)
+        if key in params and key not in kwargs and value != params[key].default:
+            kwargs[key] = value
     return config
 
 
@@ -498,7 +509,7 @@ def check_folder(out, config, overwrite):
         raise ValueError(
             f"out={str(out)!r} is not empty and holds no keras-gresnet run (no config.json; "
             f"it holds {names}); pick a new or empty folder")
-    old = _read_config(previous)
+    old = read_config(previous)
     if overwrite:
         foreign = [p.name for p in entries if not _is_run_file(p)]
         if foreign:
@@ -646,7 +657,7 @@ def load_run(path):
     if path.is_dir():
         if not (path / CONFIG).is_file():
             raise ValueError(f"{str(path)!r} has no config.json: not a keras-gresnet run folder")
-        config = _read_config(path / CONFIG)
+        config = read_config(path / CONFIG)
         if not (path / MODEL).exists():
             raise ValueError(
                 f"{str(path)!r} has no model.keras: not a finished run folder "

@@ -16,7 +16,7 @@ import sys
 from keras_gresnet._version import __version__
 from keras_gresnet.weights.download import sha256_of
 from keras_gresnet.weights.fitting import PRESET_CONFIG, PRESET_METADATA, PRESET_WEIGHTS
-from keras_gresnet.weights.registry import WeightsError, model_card, read_registry
+from keras_gresnet.weights.registry import model_card, read_registry
 
 HF_SCHEME = "hf://"
 INSTALL_HINT = 'pip install "keras-gresnet[hub]"'

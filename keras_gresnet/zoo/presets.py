@@ -3,7 +3,6 @@ weights, locally or in a Hugging Face repository ``hf://owner/name``) and
 loading weights into a built zoo model from a registry entry, a ``.keras``
 file, a preset or a bare ``.weights.h5``."""
 
-import json
 import math
 import os
 import shutil
@@ -13,7 +12,7 @@ from pathlib import Path
 import keras
 
 from keras_gresnet._version import __version__
-from keras_gresnet.files import write_json, write_text
+from keras_gresnet.files import read_json, write_json, write_text
 from keras_gresnet.layers.model import CARD_FIELDS, ZooModel, model_card
 from keras_gresnet.weights import (
     PRESET_CONFIG, PRESET_METADATA, PRESET_WEIGHTS, get_weights, is_path, is_preset,
@@ -313,11 +312,8 @@ def weights_preset(name, directory, *, overwrite=False, cache_dir=None):
 
 def _read_preset_config(directory):
     path = directory / PRESET_CONFIG
-    try:
-        config = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as error:
-        raise ValueError(f"{directory} is not a preset: {path} unreadable ({error})") from None
-    if not isinstance(config, dict) or not isinstance(config.get("builder"), str) or not isinstance(
+    config = read_json(path)
+    if not isinstance(config.get("builder"), str) or not isinstance(
         config.get("builder_kwargs"), dict
     ):
         raise ValueError(f"{path} must hold an object with 'builder' and 'builder_kwargs'")
@@ -382,13 +378,7 @@ def _load_preset_folder(directory, preset, overrides):
     metadata_path = directory / PRESET_METADATA
     metadata = {}
     if metadata_path.is_file():
-        try:
-            metadata = json.loads(metadata_path.read_text())
-        except (OSError, ValueError, RecursionError) as error:  # ValueError: bad UTF-8 too
-            raise ValueError(f"{metadata_path} unreadable ({type(error).__name__}: "
-                             f"{' '.join(str(error).split())[:200]})") from None
-        if not isinstance(metadata, dict):
-            raise ValueError(f"{metadata_path} must hold a JSON object")
+        metadata = read_json(metadata_path)
     card = _card_of(metadata)
     try:
         _remember_card(model, card)
