@@ -168,7 +168,10 @@ def gresnet50v2(*, gated=True, include_top=True, weights="imagenet", input_tenso
     Arguments as :func:`from_keras_applications`; inputs go through
     :data:`preprocess_input`.
     """
-    return from_keras_applications("ResNet50V2", **locals())
+    return from_keras_applications(
+        "ResNet50V2", gated=gated, include_top=include_top, weights=weights,
+        input_tensor=input_tensor, input_shape=input_shape, pooling=pooling, classes=classes,
+        classifier_activation=classifier_activation, name=name)
 
 
 def gresnet101v2(*, gated=True, include_top=True, weights="imagenet", input_tensor=None,
@@ -180,7 +183,10 @@ def gresnet101v2(*, gated=True, include_top=True, weights="imagenet", input_tens
     Arguments as :func:`from_keras_applications`; inputs go through
     :data:`preprocess_input`.
     """
-    return from_keras_applications("ResNet101V2", **locals())
+    return from_keras_applications(
+        "ResNet101V2", gated=gated, include_top=include_top, weights=weights,
+        input_tensor=input_tensor, input_shape=input_shape, pooling=pooling, classes=classes,
+        classifier_activation=classifier_activation, name=name)
 
 
 def gresnet152v2(*, gated=True, include_top=True, weights="imagenet", input_tensor=None,
@@ -192,7 +198,10 @@ def gresnet152v2(*, gated=True, include_top=True, weights="imagenet", input_tens
     Arguments as :func:`from_keras_applications`; inputs go through
     :data:`preprocess_input`.
     """
-    return from_keras_applications("ResNet152V2", **locals())
+    return from_keras_applications(
+        "ResNet152V2", gated=gated, include_top=include_top, weights=weights,
+        input_tensor=input_tensor, input_shape=input_shape, pooling=pooling, classes=classes,
+        classifier_activation=classifier_activation, name=name)
 
 
 __all__ = [

@@ -5,6 +5,7 @@ what it is for."""
 import ast
 import inspect
 import re
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -155,6 +156,27 @@ def test_every_builder_is_a_literal_def_with_the_keras_applications_signature():
         assert params["name"].default == name, f"{name}'s default model name"
         assert params["weights"].default is None and params["include_top"].default is True
         assert builder.__doc__ and builder.__doc__.strip()
+
+
+def test_every_builder_passes_each_argument_on_by_name():
+    # The data flow is visible: a builder's body is one call of its family's
+    # builder that names every argument (``n=n``), never ``locals()``.
+    for name in zoo.list_models():
+        builder = inspect.unwrap(zoo.model_builder(name))
+        node = ast.parse(textwrap.dedent(inspect.getsource(builder))).body[0]
+        body = [s for s in node.body if not (isinstance(s, ast.Expr)
+                                             and isinstance(s.value, ast.Constant))]
+        assert len(body) == 1 and isinstance(body[0], ast.Return), name
+        call = body[0].value
+        assert isinstance(call, ast.Call) and not call.args, name
+        passed = {k.arg: k.value for k in call.keywords}
+        for param in inspect.signature(builder).parameters:
+            value = passed.get(param)
+            assert isinstance(value, ast.Name) and value.id == param, (name, param)
+    for module, path in MODULES.items():
+        calls = [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Call)
+                 and isinstance(n.func, ast.Name) and n.func.id == "locals"]
+        assert not calls, f"{module} calls locals()"
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))

@@ -138,7 +138,7 @@ def check_argument(weights, builder):
 def resolve(builder, call):
     """Check the ``weights=`` of a public builder's call before anything is
     built or downloaded; ``builder`` is the builder function and ``call`` its
-    arguments (every parameter, as ``locals()`` holds them on entry).
+    arguments (every parameter, bound: the registered builder's wrapper passes them).
 
     Returns ``None``, the path given, or the registry entry that fits: a
     published name of ``builder``, or a dataset name (as Keras Applications

@@ -10,34 +10,10 @@ from keras_gresnet._checks import check_int
 from keras_gresnet.layers import PixelNormalization, pixel_statistics
 from keras_gresnet.layers.preprocessing import STATISTICS_FORM
 from keras_gresnet.weights import fitting
-from keras_gresnet.zoo import hub, presets
+from keras_gresnet.zoo import presets
+from keras_gresnet.zoo.registry import hub_weights
 
 POOLINGS = (None, "avg", "max")
-
-
-def builder_arguments(builder, call):
-    """A public builder's arguments, checked and completed before anything
-    is built: ``weights`` resolved (:func:`keras_gresnet.weights.resolve`: a
-    published name or dataset name becomes its registry entry, after the
-    check that it fits these arguments; a Hugging Face preset URI
-    ``hf://owner/name[@revision]`` is checked for its form, and downloaded
-    only once the model is built) and ``name`` defaulted to the builder's
-    name. ``call`` is the builder's ``locals()`` on entry."""
-    call = dict(call)
-    if not _hub_weights(call.get("weights")):
-        call["weights"] = fitting.resolve(builder, call)
-    if call.get("name") is None:
-        call["name"] = builder.__name__
-    return call
-
-
-def _hub_weights(weights):
-    """Whether ``weights`` is a Hub preset URI, checked for its form (one
-    line naming ``weights`` otherwise); no network call."""
-    if not hub.is_hub_uri(weights):
-        return False
-    hub.parse_hub_uri(weights, "weights")
-    return True
 
 
 def load_weights(model, weights, *, include_top, classes):
@@ -110,10 +86,11 @@ def check_common(
             f"classifier_activation must be None or a Keras activation name or "
             f"callable (e.g. 'softmax'), got {classifier_activation!r}"
         ) from None
-    # A public builder resolved a name to its entry (builder_arguments);
-    # a generic builder called directly takes None or a path.
+    # A public builder resolved a name to its entry (registry's
+    # application_arguments); a generic builder called directly takes None
+    # or a path.
     entry = weights if isinstance(weights, dict) else None
-    if entry is None and not _hub_weights(weights):
+    if entry is None and not hub_weights(weights):
         fitting.check_argument(weights, builder)
     if input_shape is None and input_tensor is not None:
         input_shape = tuple(input_tensor.shape[1:])

@@ -12,7 +12,7 @@ import keras
 from keras_gresnet._checks import check_choice, check_int
 from keras_gresnet.layers import ZooModel, dense_layer, dense_unit
 from keras_gresnet.zoo.applications import (
-    builder_arguments, check_common, check_preprocessing, check_size, head, load_weights,
+    check_common, check_preprocessing, check_size, head, load_weights,
     model_input,
 )
 from keras_gresnet.zoo.registry import register_model
@@ -117,9 +117,6 @@ def mlp(
 
 
 
-def _named_mlp(builder, call, *, residual, gated):
-    return mlp(residual=residual, gated=gated, **builder_arguments(builder, call))
-
 
 @register_model(configs=_CONFIGS, recipe="gr_mnist", dataset="mnist")
 def plain_mlp(depth, *, units=50, stem="dense_bn_relu", bn_momentum=0.99, include_top=True,
@@ -134,7 +131,11 @@ def plain_mlp(depth, *, units=50, stem="dense_bn_relu", bn_momentum=0.99, includ
     Arguments as :func:`mlp`; ``weights`` also takes a published name
     (``"plain_mlp20_mnist"``) or its dataset (``"mnist"``).
     """
-    return _named_mlp(plain_mlp, locals(), residual=False, gated=False)
+    return mlp(residual=False, gated=False, depth=depth, units=units, stem=stem,
+        bn_momentum=bn_momentum, include_top=include_top, weights=weights,
+        input_tensor=input_tensor, input_shape=input_shape, pooling=pooling, classes=classes,
+        classifier_activation=classifier_activation,
+        include_preprocessing=include_preprocessing, name=name)
 
 
 @register_model(configs=_CONFIGS, recipe="gr_mnist", dataset="mnist")
@@ -150,7 +151,11 @@ def resnet_mlp(depth, *, units=50, stem="dense_bn_relu", bn_momentum=0.99, inclu
     Arguments as :func:`mlp`; ``weights`` also takes a published name
     (``"resnet_mlp20_mnist"``) or its dataset (``"mnist"``).
     """
-    return _named_mlp(resnet_mlp, locals(), residual=True, gated=False)
+    return mlp(residual=True, gated=False, depth=depth, units=units, stem=stem,
+        bn_momentum=bn_momentum, include_top=include_top, weights=weights,
+        input_tensor=input_tensor, input_shape=input_shape, pooling=pooling, classes=classes,
+        classifier_activation=classifier_activation,
+        include_preprocessing=include_preprocessing, name=name)
 
 
 @register_model(configs=_CONFIGS, recipe="gr_mnist", dataset="mnist")
@@ -166,7 +171,11 @@ def gresnet_mlp(depth, *, units=50, stem="dense_bn_relu", k_initial=1.0, bn_mome
     Arguments as :func:`mlp`; ``weights`` also takes a published name
     (``"gresnet_mlp20_mnist"``) or its dataset (``"mnist"``).
     """
-    return _named_mlp(gresnet_mlp, locals(), residual=True, gated=True)
+    return mlp(residual=True, gated=True, depth=depth, units=units, stem=stem,
+        k_initial=k_initial, bn_momentum=bn_momentum, include_top=include_top, weights=weights,
+        input_tensor=input_tensor, input_shape=input_shape, pooling=pooling, classes=classes,
+        classifier_activation=classifier_activation,
+        include_preprocessing=include_preprocessing, name=name)
 
 
 @register_model(configs=_CONFIGS, recipe="gr_mnist", dataset="mnist")
@@ -181,4 +190,8 @@ def gated_plain_mlp(depth, *, units=50, stem="dense_bn_relu", k_initial=1.0,
 
     Arguments as :func:`mlp`.
     """
-    return _named_mlp(gated_plain_mlp, locals(), residual=False, gated=True)
+    return mlp(residual=False, gated=True, depth=depth, units=units, stem=stem,
+        k_initial=k_initial, bn_momentum=bn_momentum, include_top=include_top, weights=weights,
+        input_tensor=input_tensor, input_shape=input_shape, pooling=pooling, classes=classes,
+        classifier_activation=classifier_activation,
+        include_preprocessing=include_preprocessing, name=name)

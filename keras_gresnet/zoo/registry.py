@@ -1,8 +1,9 @@
 """Name -> builder registry (timm style): every zoo builder is listable and
-constructible by name, and the model it builds remembers the name and the
-arguments (:class:`keras_gresnet.layers.ZooModel`). It depends on the layers
-only; the builders register themselves and call their weight checks and
-loading explicitly."""
+constructible by name, its ``weights=`` is checked against the call before
+anything is built, and the model it builds remembers the name and the
+arguments (:class:`keras_gresnet.layers.ZooModel`). The builders register
+themselves, pass their arguments on explicitly and load their weights
+last."""
 
 import fnmatch
 import functools
@@ -11,15 +12,20 @@ import re
 
 from keras_gresnet.layers import PixelNormalization
 from keras_gresnet.layers.model import ZooModel
+from keras_gresnet.weights import fitting
+from keras_gresnet.zoo import hub
 
 _MODELS = {}
 
 
 def register_model(fn=None, *, configs=None, family=None, recipe=None, dataset=None):
-    """Register a builder under its function name. Returns it wrapped only
-    so that the model it builds (a :class:`~keras_gresnet.layers.ZooModel`)
-    records ``builder`` and the arguments of the call (:func:`record_call`);
-    signature, name and docstring are the builder's.
+    """Register a builder under its function name. Returns it wrapped, with
+    the builder's signature, name and docstring, so that every call first
+    completes the Keras Applications arguments from the whole call
+    (:func:`application_arguments`: ``weights`` checked and resolved before
+    anything is built, ``name=None`` the builder's name) and the model it
+    builds (a :class:`~keras_gresnet.layers.ZooModel`) records ``builder``
+    and the arguments of the call (:func:`record_call`).
 
     ``configs`` lists the builder's paper configurations as keyword dicts
     (e.g. GR Table 1's depths); ``[{}]`` (the defaults) when omitted.
@@ -38,9 +44,14 @@ def register_model(fn=None, *, configs=None, family=None, recipe=None, dataset=N
         if fn.__name__ in _MODELS:
             raise ValueError(f"model {fn.__name__!r} is already registered")
 
+        signature = inspect.signature(fn)
+
         @functools.wraps(fn)
         def build(*args, **kwargs):
-            model = fn(*args, **kwargs)
+            call = signature.bind(*args, **kwargs)
+            call.apply_defaults()
+            application_arguments(fn, call.arguments)
+            model = fn(*call.args, **call.kwargs)
             record_call(model, fn, args, kwargs)
             return model
 
@@ -56,6 +67,29 @@ def register_model(fn=None, *, configs=None, family=None, recipe=None, dataset=N
         return build
 
     return wrap(fn) if fn is not None else wrap
+
+
+def application_arguments(builder, arguments):
+    """Complete, in place, the Keras Applications arguments of the call
+    ``arguments`` (every parameter of ``builder``, bound) before anything is
+    built: ``weights`` resolved (:func:`keras_gresnet.weights.fitting.resolve`:
+    a published name or dataset name becomes its registry entry, after the
+    check that it fits these arguments; a Hugging Face preset URI
+    ``hf://owner/name[@revision]`` is checked for its form, and downloaded
+    only once the model is built) and ``name=None`` the builder's name."""
+    if "weights" in arguments and not hub_weights(arguments["weights"]):
+        arguments["weights"] = fitting.resolve(builder, arguments)
+    if "name" in arguments and arguments["name"] is None:
+        arguments["name"] = builder.__name__
+
+
+def hub_weights(weights):
+    """Whether ``weights`` is a Hub preset URI, checked for its form (one
+    line naming ``weights`` otherwise); no network call."""
+    if not hub.is_hub_uri(weights):
+        return False
+    hub.parse_hub_uri(weights, "weights")
+    return True
 
 
 # Arguments that are not the architecture's: the weights are the card's

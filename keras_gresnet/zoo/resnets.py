@@ -26,7 +26,7 @@ from keras_gresnet.layers import (
     residual_unit,
 )
 from keras_gresnet.zoo.applications import (
-    builder_arguments, check_common, check_preprocessing, check_size, head, load_weights,
+    check_common, check_preprocessing, check_size, head, load_weights,
     model_input,
 )
 from keras_gresnet.zoo.registry import register_model
@@ -327,7 +327,17 @@ def resnet_cifar(n=None, *, depth=None, unit="preact", block="basic", shortcut="
         classifier_activation, name: as in Keras Applications; ``weights``
             also takes a published name or its dataset (``"cifar10"``).
     """
-    return _cifar(**builder_arguments(resnet_cifar, locals()))
+    return _cifar(n=n, depth=depth, unit=unit, block=block, shortcut=shortcut, gated=gated,
+        widths=widths, k_initial=k_initial, dropout=dropout, expansion=expansion,
+        shortcut_scale=shortcut_scale, residual_scale=residual_scale, gate_bias=gate_bias,
+        shortcut_dropout=shortcut_dropout, bn_momentum=bn_momentum, bn_epsilon=bn_epsilon,
+        subsample=subsample, conv_bias=conv_bias, naming=naming,
+        stride_position=stride_position, stem_bn=stem_bn, stride_on=stride_on,
+        shortcut_projection=shortcut_projection, both_preact=both_preact,
+        kernel_initializer=kernel_initializer, include_top=include_top, weights=weights,
+        input_tensor=input_tensor, input_shape=input_shape, pooling=pooling, classes=classes,
+        classifier_activation=classifier_activation,
+        include_preprocessing=include_preprocessing, name=name)
 
 
 @register_model(family="resnet_cifar")
@@ -342,11 +352,13 @@ def gresnet_cifar(n=5, *, depth=None, block="basic", shortcut="identity",
 
     Arguments as :func:`resnet_cifar` (``depth = 6n + 2``).
     """
-    return _cifar(unit="preact", gated=True, **builder_arguments(gresnet_cifar, locals()))
+    return _cifar(unit="preact", gated=True, n=n, depth=depth, block=block, shortcut=shortcut,
+        widths=widths, k_initial=k_initial, dropout=dropout, bn_momentum=bn_momentum,
+        include_top=include_top, weights=weights, input_tensor=input_tensor,
+        input_shape=input_shape, pooling=pooling, classes=classes,
+        classifier_activation=classifier_activation,
+        include_preprocessing=include_preprocessing, name=name)
 
-
-def _he_cifar(builder, call, *, depth, unit, block):
-    return _cifar(depth=depth, unit=unit, block=block, **builder_arguments(builder, call))
 
 
 # HE Tables 2-3 (CIFAR): the paper's named nets.
@@ -361,7 +373,11 @@ def preact_resnet110(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=
 
     Arguments as :func:`resnet_cifar`, which builds the other variants.
     """
-    return _he_cifar(preact_resnet110, locals(), depth=110, unit="preact", block="basic")
+    return _cifar(depth=110, unit="preact", block="basic", dropout=dropout,
+        bn_momentum=bn_momentum, include_top=include_top, weights=weights,
+        input_tensor=input_tensor, input_shape=input_shape, pooling=pooling, classes=classes,
+        classifier_activation=classifier_activation,
+        include_preprocessing=include_preprocessing, name=name)
 
 
 @register_model(family="resnet_cifar", recipe="he_cifar")
@@ -373,7 +389,11 @@ def preact_resnet164(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=
 
     Arguments as :func:`resnet_cifar`.
     """
-    return _he_cifar(preact_resnet164, locals(), depth=164, unit="preact", block="bottleneck")
+    return _cifar(depth=164, unit="preact", block="bottleneck", dropout=dropout,
+        bn_momentum=bn_momentum, include_top=include_top, weights=weights,
+        input_tensor=input_tensor, input_shape=input_shape, pooling=pooling, classes=classes,
+        classifier_activation=classifier_activation,
+        include_preprocessing=include_preprocessing, name=name)
 
 
 @register_model(family="resnet_cifar", recipe="he_cifar")
@@ -385,7 +405,11 @@ def preact_resnet1001(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights
 
     Arguments as :func:`resnet_cifar`.
     """
-    return _he_cifar(preact_resnet1001, locals(), depth=1001, unit="preact", block="bottleneck")
+    return _cifar(depth=1001, unit="preact", block="bottleneck", dropout=dropout,
+        bn_momentum=bn_momentum, include_top=include_top, weights=weights,
+        input_tensor=input_tensor, input_shape=input_shape, pooling=pooling, classes=classes,
+        classifier_activation=classifier_activation,
+        include_preprocessing=include_preprocessing, name=name)
 
 
 @register_model(family="resnet_cifar", recipe="he_cifar")
@@ -397,7 +421,11 @@ def resnet110(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
 
     Arguments as :func:`resnet_cifar`.
     """
-    return _he_cifar(resnet110, locals(), depth=110, unit="original", block="basic")
+    return _cifar(depth=110, unit="original", block="basic", dropout=dropout,
+        bn_momentum=bn_momentum, include_top=include_top, weights=weights,
+        input_tensor=input_tensor, input_shape=input_shape, pooling=pooling, classes=classes,
+        classifier_activation=classifier_activation,
+        include_preprocessing=include_preprocessing, name=name)
 
 
 @register_model(family="resnet_cifar", recipe="he_cifar")
@@ -409,7 +437,11 @@ def resnet164(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
 
     Arguments as :func:`resnet_cifar`.
     """
-    return _he_cifar(resnet164, locals(), depth=164, unit="original", block="bottleneck")
+    return _cifar(depth=164, unit="original", block="bottleneck", dropout=dropout,
+        bn_momentum=bn_momentum, include_top=include_top, weights=weights,
+        input_tensor=input_tensor, input_shape=input_shape, pooling=pooling, classes=classes,
+        classifier_activation=classifier_activation,
+        include_preprocessing=include_preprocessing, name=name)
 
 
 @register_model(family="resnet_cifar", recipe="he_cifar")
@@ -421,7 +453,11 @@ def resnet1001(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
 
     Arguments as :func:`resnet_cifar`.
     """
-    return _he_cifar(resnet1001, locals(), depth=1001, unit="original", block="bottleneck")
+    return _cifar(depth=1001, unit="original", block="bottleneck", dropout=dropout,
+        bn_momentum=bn_momentum, include_top=include_top, weights=weights,
+        input_tensor=input_tensor, input_shape=input_shape, pooling=pooling, classes=classes,
+        classifier_activation=classifier_activation,
+        include_preprocessing=include_preprocessing, name=name)
 
 
 # ------------------------------------------------------------------- Wide
@@ -463,7 +499,12 @@ def wide_resnet(n=None, widen_factor=10, dropout=0.3, *, depth=None, gated=False
         k_initial, bn_momentum, and the Keras Applications arguments: as in
             :func:`resnet_cifar`.
     """
-    return _wide(**builder_arguments(wide_resnet, locals()))
+    return _wide(n=n, widen_factor=widen_factor, dropout=dropout, depth=depth, gated=gated,
+        k_initial=k_initial, bn_momentum=bn_momentum, kernel_initializer=kernel_initializer,
+        include_top=include_top, weights=weights, input_tensor=input_tensor,
+        input_shape=input_shape, pooling=pooling, classes=classes,
+        classifier_activation=classifier_activation,
+        include_preprocessing=include_preprocessing, name=name)
 
 
 @register_model(configs=[dict(n=4, widen_factor=10, dropout=0.3)], family="wide_resnet")
@@ -475,7 +516,12 @@ def wide_gresnet(n=None, widen_factor=10, dropout=0.3, *, depth=None, k_initial=
 
     Arguments as :func:`wide_resnet`.
     """
-    return _wide(gated=True, **builder_arguments(wide_gresnet, locals()))
+    return _wide(gated=True, n=n, widen_factor=widen_factor, dropout=dropout, depth=depth,
+        k_initial=k_initial, bn_momentum=bn_momentum, kernel_initializer=kernel_initializer,
+        include_top=include_top, weights=weights, input_tensor=input_tensor,
+        input_shape=input_shape, pooling=pooling, classes=classes,
+        classifier_activation=classifier_activation,
+        include_preprocessing=include_preprocessing, name=name)
 
 
 # --------------------------------------------------------------- ImageNet
@@ -527,11 +573,12 @@ def resnet_imagenet(depth=152, *, unit="preact", gated=False, layout="he", k_ini
         k_initial and the Keras Applications arguments: as in
             :func:`resnet_cifar` (``classes=1000``).
     """
-    return _imagenet(**builder_arguments(resnet_imagenet, locals()))
+    return _imagenet(depth=depth, unit=unit, gated=gated, layout=layout, k_initial=k_initial,
+        bn_momentum=bn_momentum, include_top=include_top, weights=weights,
+        input_tensor=input_tensor, input_shape=input_shape, pooling=pooling, classes=classes,
+        classifier_activation=classifier_activation,
+        include_preprocessing=include_preprocessing, name=name)
 
-
-def _he_imagenet(builder, call, *, depth, unit, gated):
-    return _imagenet(depth=depth, unit=unit, gated=gated, **builder_arguments(builder, call))
 
 
 # HE's ImageNet nets (pre-activation and original units) and GR's gate on them.
@@ -545,7 +592,11 @@ def preact_resnet50(*, bn_momentum=0.9, include_top=True, weights=None, input_te
 
     Arguments as :func:`resnet_imagenet`.
     """
-    return _he_imagenet(preact_resnet50, locals(), depth=50, unit="preact", gated=False)
+    return _imagenet(depth=50, unit="preact", gated=False, bn_momentum=bn_momentum,
+        include_top=include_top, weights=weights, input_tensor=input_tensor,
+        input_shape=input_shape, pooling=pooling, classes=classes,
+        classifier_activation=classifier_activation,
+        include_preprocessing=include_preprocessing, name=name)
 
 
 @register_model(family="resnet_imagenet")
@@ -556,7 +607,11 @@ def resnet50(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=No
 
     Arguments as :func:`resnet_imagenet`.
     """
-    return _he_imagenet(resnet50, locals(), depth=50, unit="original", gated=False)
+    return _imagenet(depth=50, unit="original", gated=False, bn_momentum=bn_momentum,
+        include_top=include_top, weights=weights, input_tensor=input_tensor,
+        input_shape=input_shape, pooling=pooling, classes=classes,
+        classifier_activation=classifier_activation,
+        include_preprocessing=include_preprocessing, name=name)
 
 
 @register_model(family="resnet_imagenet")
@@ -567,7 +622,11 @@ def gresnet50(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=N
 
     Arguments as :func:`resnet_imagenet`.
     """
-    return _he_imagenet(gresnet50, locals(), depth=50, unit="preact", gated=True)
+    return _imagenet(depth=50, unit="preact", gated=True, bn_momentum=bn_momentum,
+        include_top=include_top, weights=weights, input_tensor=input_tensor,
+        input_shape=input_shape, pooling=pooling, classes=classes,
+        classifier_activation=classifier_activation,
+        include_preprocessing=include_preprocessing, name=name)
 
 
 @register_model(family="resnet_imagenet")
@@ -578,7 +637,11 @@ def preact_resnet101(*, bn_momentum=0.9, include_top=True, weights=None, input_t
 
     Arguments as :func:`resnet_imagenet`.
     """
-    return _he_imagenet(preact_resnet101, locals(), depth=101, unit="preact", gated=False)
+    return _imagenet(depth=101, unit="preact", gated=False, bn_momentum=bn_momentum,
+        include_top=include_top, weights=weights, input_tensor=input_tensor,
+        input_shape=input_shape, pooling=pooling, classes=classes,
+        classifier_activation=classifier_activation,
+        include_preprocessing=include_preprocessing, name=name)
 
 
 @register_model(family="resnet_imagenet")
@@ -589,7 +652,11 @@ def resnet101(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=N
 
     Arguments as :func:`resnet_imagenet`.
     """
-    return _he_imagenet(resnet101, locals(), depth=101, unit="original", gated=False)
+    return _imagenet(depth=101, unit="original", gated=False, bn_momentum=bn_momentum,
+        include_top=include_top, weights=weights, input_tensor=input_tensor,
+        input_shape=input_shape, pooling=pooling, classes=classes,
+        classifier_activation=classifier_activation,
+        include_preprocessing=include_preprocessing, name=name)
 
 
 @register_model(family="resnet_imagenet")
@@ -600,7 +667,11 @@ def gresnet101(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=
 
     Arguments as :func:`resnet_imagenet`.
     """
-    return _he_imagenet(gresnet101, locals(), depth=101, unit="preact", gated=True)
+    return _imagenet(depth=101, unit="preact", gated=True, bn_momentum=bn_momentum,
+        include_top=include_top, weights=weights, input_tensor=input_tensor,
+        input_shape=input_shape, pooling=pooling, classes=classes,
+        classifier_activation=classifier_activation,
+        include_preprocessing=include_preprocessing, name=name)
 
 
 @register_model(family="resnet_imagenet")
@@ -611,7 +682,11 @@ def preact_resnet152(*, bn_momentum=0.9, include_top=True, weights=None, input_t
 
     Arguments as :func:`resnet_imagenet`.
     """
-    return _he_imagenet(preact_resnet152, locals(), depth=152, unit="preact", gated=False)
+    return _imagenet(depth=152, unit="preact", gated=False, bn_momentum=bn_momentum,
+        include_top=include_top, weights=weights, input_tensor=input_tensor,
+        input_shape=input_shape, pooling=pooling, classes=classes,
+        classifier_activation=classifier_activation,
+        include_preprocessing=include_preprocessing, name=name)
 
 
 @register_model(family="resnet_imagenet")
@@ -622,7 +697,11 @@ def resnet152(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=N
 
     Arguments as :func:`resnet_imagenet`.
     """
-    return _he_imagenet(resnet152, locals(), depth=152, unit="original", gated=False)
+    return _imagenet(depth=152, unit="original", gated=False, bn_momentum=bn_momentum,
+        include_top=include_top, weights=weights, input_tensor=input_tensor,
+        input_shape=input_shape, pooling=pooling, classes=classes,
+        classifier_activation=classifier_activation,
+        include_preprocessing=include_preprocessing, name=name)
 
 
 @register_model(family="resnet_imagenet")
@@ -633,7 +712,11 @@ def gresnet152(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=
 
     Arguments as :func:`resnet_imagenet`.
     """
-    return _he_imagenet(gresnet152, locals(), depth=152, unit="preact", gated=True)
+    return _imagenet(depth=152, unit="preact", gated=True, bn_momentum=bn_momentum,
+        include_top=include_top, weights=weights, input_tensor=input_tensor,
+        input_shape=input_shape, pooling=pooling, classes=classes,
+        classifier_activation=classifier_activation,
+        include_preprocessing=include_preprocessing, name=name)
 
 
 @register_model(family="resnet_imagenet")
@@ -644,7 +727,11 @@ def preact_resnet200(*, bn_momentum=0.9, include_top=True, weights=None, input_t
 
     Arguments as :func:`resnet_imagenet`.
     """
-    return _he_imagenet(preact_resnet200, locals(), depth=200, unit="preact", gated=False)
+    return _imagenet(depth=200, unit="preact", gated=False, bn_momentum=bn_momentum,
+        include_top=include_top, weights=weights, input_tensor=input_tensor,
+        input_shape=input_shape, pooling=pooling, classes=classes,
+        classifier_activation=classifier_activation,
+        include_preprocessing=include_preprocessing, name=name)
 
 
 @register_model(family="resnet_imagenet")
@@ -655,7 +742,11 @@ def resnet200(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=N
 
     Arguments as :func:`resnet_imagenet`.
     """
-    return _he_imagenet(resnet200, locals(), depth=200, unit="original", gated=False)
+    return _imagenet(depth=200, unit="original", gated=False, bn_momentum=bn_momentum,
+        include_top=include_top, weights=weights, input_tensor=input_tensor,
+        input_shape=input_shape, pooling=pooling, classes=classes,
+        classifier_activation=classifier_activation,
+        include_preprocessing=include_preprocessing, name=name)
 
 
 @register_model(family="resnet_imagenet")
@@ -666,4 +757,8 @@ def gresnet200(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=
 
     Arguments as :func:`resnet_imagenet`.
     """
-    return _he_imagenet(gresnet200, locals(), depth=200, unit="preact", gated=True)
+    return _imagenet(depth=200, unit="preact", gated=True, bn_momentum=bn_momentum,
+        include_top=include_top, weights=weights, input_tensor=input_tensor,
+        input_shape=input_shape, pooling=pooling, classes=classes,
+        classifier_activation=classifier_activation,
+        include_preprocessing=include_preprocessing, name=name)
