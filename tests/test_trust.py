@@ -540,7 +540,8 @@ def _write_catalog():
 
 def test_catalog_is_generated_from_the_registry_and_the_recipes():
     """``_catalog.py`` (what ``list`` and ``train --help`` show without Keras)
-    is exactly what ``scripts/write_catalog.py`` generates today."""
+    and the table of models in ``docs/models.md`` are exactly what
+    ``scripts/write_catalog.py`` generates today."""
     expected = {name: (zoo.model_builder(name).__doc__ or "").strip().splitlines()[0]
                 for name in zoo.list_models()}
     assert _catalog.MODELS == expected
@@ -552,8 +553,14 @@ def test_catalog_is_generated_from_the_registry_and_the_recipes():
         builder = zoo.model_builder(name)
         assert builder.default_recipe in training.RECIPES, name
         assert builder.default_dataset in (*data.DATASETS, "imagenet2012"), name
-    assert Path(_catalog.__file__).read_text() == _write_catalog().catalog_text(), (
+    writer = _write_catalog()
+    assert Path(_catalog.__file__).read_text() == writer.catalog_text(), (
         "keras_gresnet/_catalog.py is out of date: run python scripts/write_catalog.py")
+    # docs/models.md's table of models is generated too, one row per builder
+    assert writer.DOCS.read_text() == writer.docs_text(), (
+        "docs/models.md's table is out of date: run python scripts/write_catalog.py")
+    rows = [line for line in writer.models_table().splitlines()[2:]]
+    assert [row.split("`")[1] for row in rows] == zoo.list_models()
 
 
 def test_train_help_lists_every_recipe_field_recipe_and_dataset(capsys):

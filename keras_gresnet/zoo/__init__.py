@@ -23,19 +23,18 @@ arguments, input and its preprocessing, head, weights),
 from keras_gresnet.weights import list_weights
 from keras_gresnet.weights.loading import transfer_weights
 from keras_gresnet.zoo.features import feature_extractor, stage_layers
-from keras_gresnet.zoo.mlps import gated_plain_mlp, gresnet_mlp, mlp, plain_mlp, resnet_mlp
+from keras_gresnet.zoo.mlps import mlp
 from keras_gresnet.zoo.presets import (
     from_preset, load_into, resolve_model, save_preset, source_model, upload_preset,
     weight_entries, weights_preset,
 )
 from keras_gresnet.zoo.registry import get_model, list_models, model_builder, register_model
-from keras_gresnet.zoo.resnets import (
-    gresnet50, gresnet101, gresnet152, gresnet200, gresnet_cifar, preact_resnet50,
-    preact_resnet101, preact_resnet110, preact_resnet152, preact_resnet164, preact_resnet200,
-    preact_resnet1001, resnet, resnet50, resnet101, resnet110, resnet152, resnet164, resnet200,
-    resnet1001, resnet_cifar, resnet_imagenet, wide_gresnet, wide_resnet,
-)
+from keras_gresnet.zoo.resnets import resnet
 from keras_gresnet.zoo.summary import summarize
+
+# Every registered builder by its name (zoo.gresnet_cifar): the modules above
+# registered them as they were imported; a new one needs no line here.
+globals().update({name: model_builder(name) for name in list_models()})
 
 __all__ = [
     "feature_extractor",
