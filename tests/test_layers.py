@@ -1,13 +1,19 @@
 """The gate layers and the residual units (GR's gate, HE Tables 1-2)."""
 
+import dataclasses
+import json
+
 import keras
 import numpy as np
 import pytest
 
 from helpers import sgd_step_changes
 from keras_gresnet.zoo import transfer_weights
+from keras_gresnet import zoo
 from keras_gresnet.layers import (
+    KERAS_RESNET_V2,
     UNITS,
+    UnitSpec,
     ResidualGate,
     ScaledAdd,
     ShortcutDropout,
@@ -279,6 +285,37 @@ def test_kernel_initializer_is_fb_fan_out_by_default():
 def test_bad_unit_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         residual_unit(keras.Input((6, 6, 4)), 4, **kwargs)
+
+
+def test_unit_spec_is_checked_once_frozen_and_plain_json(monkeypatch):
+    spec = UnitSpec(unit="original", block="bottleneck", gated=True, dropout=0.3)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.block = "basic"
+    config = spec.get_config()
+    assert json.loads(json.dumps(config)) == config and UnitSpec.from_config(config) == spec
+    with pytest.raises(ValueError, match="dropout"):
+        UnitSpec(dropout=1.5)
+    with pytest.raises(ValueError, match="gated=True .* shortcut='scaling'"):
+        dataclasses.replace(spec, shortcut="scaling")  # a changed copy is checked too
+    with pytest.raises(TypeError, match="a spec or its fields, not both"):
+        residual_unit(keras.Input((6, 6, 4)), 4, spec, block="basic")
+    # A net of 9 units checks its one spec once, not once a unit.
+    checks = []
+    post_init = UnitSpec.__post_init__
+    monkeypatch.setattr(UnitSpec, "__post_init__", lambda self: (checks.append(1),
+                                                                 post_init(self)))
+    model = zoo.resnet_cifar(n=3, input_shape=(8, 8, 3), classes=2)
+    assert len(checks) == 1 and len(gate_layers(model)) == 0
+    assert sum(l.name.endswith("_add") for l in model.layers) == 9
+
+
+def test_keras_resnet_v2_preset_is_the_keras_layout():
+    from keras_gresnet.zoo.resnets import IMAGENET_LAYOUTS
+
+    assert IMAGENET_LAYOUTS["keras"][0] is KERAS_RESNET_V2
+    assert (KERAS_RESNET_V2.subsample, KERAS_RESNET_V2.naming, KERAS_RESNET_V2.block) == (
+        "pool", "keras", "bottleneck")
+    assert IMAGENET_LAYOUTS["he"][0] == UnitSpec(block="bottleneck")
 
 
 def test_original_unit_projection_has_batchnorm_and_single_block():

@@ -10,7 +10,7 @@ import pytest
 
 from helpers import sgd_step_changes, zero_loss
 from keras_gresnet import zoo
-from keras_gresnet.layers import gate_layers, residual_unit
+from keras_gresnet.layers import gate_layers
 from keras_gresnet.optimizers import Keras1Nadam
 from keras_gresnet.zoo.resnets import IMAGENET_LAYOUTS
 from keras_gresnet.training import recipes
@@ -82,15 +82,14 @@ def test_the_builders_hold_the_papers_architecture_settings():
     # 0.99 for GR's MLPs (GR trained in Keras), fb.resnet.torch's 0.1 (Keras'
     # 0.9) for the conv nets, WRN's dropout 0.3.
     assert not set(recipes.BUILDER_SETTINGS) & {f.name for f in dataclasses.fields(Recipe)}
-    unit_default = inspect.signature(residual_unit).parameters["bn_momentum"].default
     for name in zoo.list_models():
         builder = zoo.model_builder(name)
         params = inspect.signature(builder).parameters
         momentum = params["bn_momentum"].default
         if builder.default_recipe == "gr_mnist":
             assert momentum == 0.99, name
-        elif momentum is None:  # the ImageNet layout's: HE's is the unit's
-            assert "bn_momentum" not in IMAGENET_LAYOUTS["he"] and unit_default == 0.9
+        elif momentum is None:  # the ImageNet layout's unit preset: HE's
+            assert IMAGENET_LAYOUTS["he"][0].bn_momentum == 0.9
         else:
             assert momentum == 0.9, name
         dropout = params["dropout"].default if "dropout" in params else 0.0

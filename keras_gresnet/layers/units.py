@@ -6,9 +6,11 @@ layer of a built model has a systematic name, ``{prefix}{i}_conv``,
 name prefix.
 """
 
+import dataclasses
+
 import keras
 
-from keras_gresnet._checks import check_choice
+from keras_gresnet._checks import check_choice, check_int, check_rate
 from keras_gresnet.layers.convolution import Conv2D
 from keras_gresnet.layers.merges import ResidualGate, ScaledAdd, ShortcutGate
 from keras_gresnet.layers.normalization import BatchNormalization
@@ -84,51 +86,6 @@ SUBSAMPLES = ("conv", "pool")
 NAMINGS = ("zoo", "keras")
 
 
-def check_unit_args(
-    unit="preact",
-    block="basic",
-    shortcut="identity",
-    gated=False,
-    *,
-    subsample="conv",
-    naming="zoo",
-    conv_bias=False,
-    stride_on="3x3",
-    shortcut_projection="conv",
-    preact_type=None,
-    kernel_initializer="msra_fan_out",
-):
-    """Raise ``ValueError`` for an unknown unit, block, shortcut, subsample,
-    naming, ``stride_on``, ``shortcut_projection``, ``preact_type`` or
-    ``kernel_initializer``, a ``conv_bias`` that is not a bool, or options
-    that do not go together."""
-    check_choice(unit, "unit", tuple(UNITS))
-    check_choice(block, "block", tuple(BLOCKS))
-    check_choice(shortcut, "shortcut", SHORTCUTS)
-    check_choice(subsample, "subsample", SUBSAMPLES)
-    check_choice(naming, "naming", NAMINGS)
-    check_choice(stride_on, "stride_on", STRIDE_ONS)
-    check_choice(shortcut_projection, "shortcut_projection", SHORTCUT_PROJECTIONS)
-    if preact_type is not None:
-        check_choice(preact_type, "preact_type", PREACT_TYPES)
-        if unit not in PREACT_UNITS:
-            raise ValueError(
-                f"preact_type places a pre-activation unit's BN-ReLU and needs unit in "
-                f"{PREACT_UNITS}, got unit={unit!r}, preact_type={preact_type!r}")
-    if stride_on == "1x1" and block != "bottleneck":
-        raise ValueError(
-            f"stride_on='1x1' puts the stride on a bottleneck's first 1x1 conv; "
-            f"block={block!r} has none: use stride_on='3x3'")
-    initializer(kernel_initializer)
-    if not isinstance(conv_bias, bool):
-        raise ValueError(f"conv_bias must be True or False, got {conv_bias!r}")
-    if gated and shortcut not in GATEABLE_SHORTCUTS:
-        raise ValueError(
-            f"gated=True puts GR's gate on F and combines with shortcut in "
-            f"{GATEABLE_SHORTCUTS}, got shortcut={shortcut!r}"
-        )
-
-
 def channel_axis():
     """The channel axis of the images Keras is set to build for:
     ``keras.config.image_data_format()``'s -1 (channels_last) or 1."""
@@ -194,40 +151,18 @@ def conv(x, filters, kernel_size, stride=1, name=None, use_bias=False,
     )(x)
 
 
-def residual_unit(
-    x,
-    filters,
-    *,
-    stride=1,
-    unit="preact",
-    block="basic",
-    shortcut="identity",
-    gated=False,
-    k_initial=1.0,
-    dropout=0.0,
-    expansion=4,
-    shortcut_scale=0.5,
-    residual_scale=1.0,
-    gate_bias=-6.0,
-    shortcut_dropout=0.5,
-    bn_momentum=0.9,
-    bn_epsilon=1e-5,
-    subsample="conv",
-    conv_bias=False,
-    naming="zoo",
-    stride_on="3x3",
-    shortcut_projection="conv",
-    preact_type=None,
-    kernel_initializer="msra_fan_out",
-    name="unit_",
-):
-    """One residual unit of HE (optionally with GR's gate), ``y = h(x) + F(x)``.
+@dataclasses.dataclass(frozen=True)
+class UnitSpec:
+    """Everything every residual unit of a net shares, checked once when the
+    spec is made (``ValueError`` naming the argument): frozen, and plain
+    JSON through :meth:`get_config` / :meth:`from_config`.
 
-    Args:
-        x: input tensor (channels last).
-        filters: width of the unit's convs (a bottleneck's output has
-            ``expansion * filters`` channels).
-        stride: stride of the unit (on the conv ``stride_on`` names).
+    What varies from unit to unit (its width, stride, ``preact_type`` and
+    name) is :func:`residual_unit`'s own argument; :func:`keras_gresnet.zoo.resnet`
+    makes one spec for all of a net's units. :data:`KERAS_RESNET_V2` is
+    Keras Applications' ResNetV2 unit as a preset.
+
+    Attributes:
         unit: activation arrangement, a key of :data:`UNITS` (HE Table 2).
         block: ``"basic"`` (two 3x3), ``"bottleneck"`` (1x1, 3x3, 1x1) or
             ``"single"`` (one 3x3, HE Table 3's 1-layer skip).
@@ -259,43 +194,146 @@ def residual_unit(
             (1x1 projection, with a BN after it in a post-activation unit,
             none in a pre-activation one) or ``"zero_pad"`` (strided
             identity plus zero channels), :data:`SHORTCUT_PROJECTIONS`.
+        kernel_initializer: of every conv, see :func:`initializer`
+            (default: fb.resnet.torch's fan-out MSRA normal).
+    """
+
+    unit: str = "preact"
+    block: str = "basic"
+    shortcut: str = "identity"
+    gated: bool = False
+    k_initial: float = 1.0
+    dropout: float = 0.0
+    expansion: int = 4
+    shortcut_scale: float = 0.5
+    residual_scale: float = 1.0
+    gate_bias: float = -6.0
+    shortcut_dropout: float = 0.5
+    bn_momentum: float = 0.9
+    bn_epsilon: float = 1e-5
+    subsample: str = "conv"
+    conv_bias: bool = False
+    naming: str = "zoo"
+    stride_on: str = "3x3"
+    shortcut_projection: str = "conv"
+    kernel_initializer: object = "msra_fan_out"
+
+    def __post_init__(self):
+        check_choice(self.unit, "unit", tuple(UNITS))
+        check_choice(self.block, "block", tuple(BLOCKS))
+        check_choice(self.shortcut, "shortcut", SHORTCUTS)
+        check_choice(self.subsample, "subsample", SUBSAMPLES)
+        check_choice(self.naming, "naming", NAMINGS)
+        check_choice(self.stride_on, "stride_on", STRIDE_ONS)
+        check_choice(self.shortcut_projection, "shortcut_projection", SHORTCUT_PROJECTIONS)
+        if self.stride_on == "1x1" and self.block != "bottleneck":
+            raise ValueError(
+                f"stride_on='1x1' puts the stride on a bottleneck's first 1x1 conv; "
+                f"block={self.block!r} has none: use stride_on='3x3'")
+        initializer(self.kernel_initializer)
+        for field in ("gated", "conv_bias"):
+            if not isinstance(getattr(self, field), bool):
+                raise ValueError(f"{field} must be True or False, got {getattr(self, field)!r}")
+        if self.gated and self.shortcut not in GATEABLE_SHORTCUTS:
+            raise ValueError(
+                f"gated=True puts GR's gate on F and combines with shortcut in "
+                f"{GATEABLE_SHORTCUTS}, got shortcut={self.shortcut!r}"
+            )
+        check_int(self.expansion, "expansion", 1)
+        check_rate(self.dropout, "dropout")
+        check_rate(self.shortcut_dropout, "shortcut_dropout")
+
+    @property
+    def preact(self):
+        """Whether the unit is a pre-activation one (:data:`PREACT_UNITS`)."""
+        return self.unit in PREACT_UNITS
+
+    def out_filters(self, filters):
+        """The output width of a unit of ``filters``: a bottleneck expands."""
+        return filters * (self.expansion if self.block == "bottleneck" else 1)
+
+    def get_config(self):
+        """The spec as a JSON-ready dict (every field)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_config(cls, config):
+        """The spec of :meth:`get_config`'s dict, checked as a new one."""
+        return cls(**config)
+
+    @classmethod
+    def partition(cls, arguments):
+        """``(fields, rest)`` of the dict ``arguments``: the spec's fields
+        among them, and the other arguments."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return ({k: v for k, v in arguments.items() if k in names},
+                {k: v for k, v in arguments.items() if k not in names})
+
+
+# Keras Applications' ResNetV2 unit (keras/src/applications/resnet.py,
+# residual_block_v2): its subsampling by a 1x1 max-pool, biases, names,
+# BatchNorm epsilon and momentum (Keras' defaults, as the source layers have
+# them) and Conv2D's default initializer (the block gives none).
+KERAS_RESNET_V2 = UnitSpec(
+    unit="preact", block="bottleneck", subsample="pool", conv_bias=True, naming="keras",
+    bn_epsilon=1.001e-5, bn_momentum=0.99, kernel_initializer="glorot_uniform")
+
+
+def residual_unit(x, filters, spec=None, *, stride=1, preact_type=None, name="unit_",
+                  **options):
+    """One residual unit of HE (optionally with GR's gate), ``y = h(x) + F(x)``.
+
+    Args:
+        x: input tensor.
+        filters: width of the unit's convs (a bottleneck's output has
+            ``expansion * filters`` channels).
+        spec: the :class:`UnitSpec` (arrangement, block, shortcut, gate,
+            BatchNorm, naming...), checked once where it was made; or leave
+            it out and give its fields as keyword ``options``
+            (``unit="original", block="bottleneck"``...).
+        stride: stride of the unit (on the conv ``spec.stride_on`` names).
         preact_type: a pre-activation unit's BN-ReLU, :data:`PREACT_TYPES`;
             ``None``: ``"both_preact"`` where ``h`` is a projection or the
             width grows (HE: "the projection takes the pre-activated
             input"), else ``"branch"``.
-        kernel_initializer: of every conv, see :func:`initializer`
-            (default: fb.resnet.torch's fan-out MSRA normal).
         name: prefix of every layer of the unit, e.g. ``"conv3_block2_"``.
     """
-    check_unit_args(unit, block, shortcut, gated, subsample=subsample, naming=naming,
-                    conv_bias=conv_bias, stride_on=stride_on,
-                    shortcut_projection=shortcut_projection, preact_type=preact_type,
-                    kernel_initializer=kernel_initializer)
-    spec = UNITS[unit]
-    layout = BLOCKS[block]
-    preact = unit in PREACT_UNITS
-    out_filters = filters * (expansion if block == "bottleneck" else 1)
+    if spec is None:
+        spec = UnitSpec(**options)
+    elif options:
+        raise TypeError(f"residual_unit() takes a spec or its fields, not both: got spec and "
+                        f"{sorted(options)}")
+    if preact_type is not None:
+        check_choice(preact_type, "preact_type", PREACT_TYPES)
+        if not spec.preact:
+            raise ValueError(
+                f"preact_type places a pre-activation unit's BN-ReLU and needs unit in "
+                f"{PREACT_UNITS}, got unit={spec.unit!r}, preact_type={preact_type!r}")
+    arrangement = UNITS[spec.unit]
+    layout = BLOCKS[spec.block]
+    preact = spec.preact
+    out_filters = spec.out_filters(filters)
     in_filters = x.shape[channel_axis()]
-    if shortcut in ("exclusive_gating", "shortcut_gating") and channel_axis() != -1:
-        raise ValueError(f"shortcut={shortcut!r} gates over the last axis: build it with "
+    if spec.shortcut in ("exclusive_gating", "shortcut_gating") and channel_axis() != -1:
+        raise ValueError(f"shortcut={spec.shortcut!r} gates over the last axis: build it with "
                          f"keras.config.set_image_data_format('channels_last')")
-    if shortcut_projection == "zero_pad" and in_filters > out_filters and shortcut != "conv":
+    if spec.shortcut_projection == "zero_pad" and in_filters > out_filters and spec.shortcut != "conv":
         raise ValueError(
             f"shortcut_projection='zero_pad' pads x with zero channels and cannot narrow "
             f"{in_filters} channels to {out_filters}; use shortcut_projection='conv'")
     widens = in_filters != out_filters
-    project = (shortcut == "conv" or (widens and shortcut_projection == "conv")
-               or (not widens and stride != 1 and subsample == "conv"))
-    strided_conv = 1 if stride_on == "1x1" else next(
+    project = (spec.shortcut == "conv" or (widens and spec.shortcut_projection == "conv")
+               or (not widens and stride != 1 and spec.subsample == "conv"))
+    strided_conv = 1 if spec.stride_on == "1x1" else next(
         i for i, (kernel, _) in enumerate(layout, start=1) if kernel == 3)
     if preact and preact_type is None:
         preact_type = "both_preact" if project or widens else "branch"
 
     def ops(t, which, tag):
-        return _ops(t, spec[which], f"{name}{tag}", bn_momentum, bn_epsilon)
+        return _ops(t, arrangement[which], f"{name}{tag}", spec.bn_momentum, spec.bn_epsilon)
 
     def bias(next_ops):  # a bias right before a BN is redundant
-        return conv_bias and next_ops[:1] != ("bn",)
+        return spec.conv_bias and next_ops[:1] != ("bn",)
 
     unit_input = x
     if preact and preact_type != "no_preact":
@@ -306,9 +344,9 @@ def residual_unit(
     if project:
         h = conv(source, out_filters, 1, stride, name=f"{name}0",
                  use_bias=bias(() if preact else ("bn",)),
-                 kernel_initializer=kernel_initializer)
+                 kernel_initializer=spec.kernel_initializer)
         if not preact:  # fb models/resnet.lua:33-34; none in preresnet.lua:33-34
-            h = _ops(h, ("bn",), f"{name}0", bn_momentum, bn_epsilon)
+            h = _ops(h, ("bn",), f"{name}0", spec.bn_momentum, spec.bn_epsilon)
     elif widens:
         h = ZeroPadShortcut(out_filters, stride, data_format=keras.config.image_data_format(),
                             name=f"{name}0_zero_pad")(source)
@@ -316,32 +354,33 @@ def residual_unit(
         h = keras.layers.MaxPooling2D(1, strides=stride, name=f"{name}0_pool")(source)
     else:
         h = source
-    if shortcut == "dropout":
-        h = ShortcutDropout(shortcut_dropout, name=f"{name}shortcut_dropout")(h)
+    if spec.shortcut == "dropout":
+        h = ShortcutDropout(spec.shortcut_dropout, name=f"{name}shortcut_dropout")(h)
 
     f = x
     for i, (kernel, width) in enumerate(layout, start=1):
         last = i == len(layout)
         if i > 1:
             if preact:
-                f = ops(f, "pre", str(i - 1 if naming == "keras" else i))
-            if dropout:
-                f = keras.layers.Dropout(dropout, name=f"{name}{i}_dropout")(f)
+                f = ops(f, "pre", str(i - 1 if spec.naming == "keras" else i))
+            if spec.dropout:
+                f = keras.layers.Dropout(spec.dropout, name=f"{name}{i}_dropout")(f)
         width = out_filters if width == "expansion" else filters
-        next_ops = spec["last_post"] if last else spec["post"] + (spec["pre"] if preact else ())
+        next_ops = (arrangement["last_post"] if last
+                    else arrangement["post"] + (arrangement["pre"] if preact else ()))
         f = conv(f, width, kernel, stride if i == strided_conv else 1, name=f"{name}{i}",
-                 use_bias=bias(next_ops), kernel_initializer=kernel_initializer)
+                 use_bias=bias(next_ops), kernel_initializer=spec.kernel_initializer)
         f = ops(f, "last_post" if last else "post", str(i))
 
-    if gated:
-        y = ResidualGate("residual", k_initial, name=f"{name}gate")([h, f])
-    elif shortcut == "scaling":
-        y = ScaledAdd(shortcut_scale, residual_scale, name=f"{name}add")([h, f])
-    elif shortcut in ("exclusive_gating", "shortcut_gating"):
-        form = "exclusive" if shortcut == "exclusive_gating" else "shortcut_only"
-        y = ShortcutGate(form, gate_bias, name=f"{name}shortcut_gate")([h, f])
+    if spec.gated:
+        y = ResidualGate("residual", spec.k_initial, name=f"{name}gate")([h, f])
+    elif spec.shortcut == "scaling":
+        y = ScaledAdd(spec.shortcut_scale, spec.residual_scale, name=f"{name}add")([h, f])
+    elif spec.shortcut in ("exclusive_gating", "shortcut_gating"):
+        form = "exclusive" if spec.shortcut == "exclusive_gating" else "shortcut_only"
+        y = ShortcutGate(form, spec.gate_bias, name=f"{name}shortcut_gate")([h, f])
     else:
-        ends_unit = naming == "keras" and not spec["after"]
+        ends_unit = spec.naming == "keras" and not arrangement["after"]
         y = keras.layers.Add(name=f"{name}{'out' if ends_unit else 'add'}")([h, f])
     return ops(y, "after", "out")
 

@@ -10,18 +10,18 @@ Layer names follow Keras Applications: ``conv1_conv`` (stem),
 counterpart in Keras' ResNetV2.
 """
 
-import inspect
+import dataclasses
 
 import keras
 
-from keras_gresnet._checks import check_choice, check_int, check_rate
+from keras_gresnet._checks import check_choice, check_int
 from keras_gresnet.layers import (
     BLOCKS,
-    PREACT_UNITS,
     BatchNormalization,
     ZooModel,
+    KERAS_RESNET_V2,
+    UnitSpec,
     channel_axis,
-    check_unit_args,
     conv,
     residual_unit,
 )
@@ -42,11 +42,6 @@ IMAGENET_STAGES = {  # HE: bottleneck units per stage
     200: (3, 24, 36, 3),
 }
 STEMS = ("cifar", "imagenet")
-# The options of every residual unit, at residual_unit's own defaults.
-UNIT_DEFAULTS = {
-    key: p.default for key, p in inspect.signature(residual_unit).parameters.items()
-    if p.kind is p.KEYWORD_ONLY and key not in ("stride", "name", "preact_type")
-}
 # Which unit of a stage takes its stride: the first (HE), or the last, with
 # no stride in the last stage (Keras ResNetV2, after TF-slim).
 STRIDE_POSITIONS = ("first", "last")
@@ -57,37 +52,34 @@ STRIDE_POSITIONS = ("first", "last")
 # units whose width changes (HE's CIFAR code, resnet-pre-act.lua:38, 62-66;
 # WRN, wide-residual-networks models/wide-resnet.lua:52-54).
 BOTH_PREACTS = ("first", "width_change")
-# Layouts of the ImageNet net as :func:`resnet` arguments: "he" is HE's
-# (fb.resnet.torch's); "keras" is Keras Applications' ResNetV2
-# (``keras.applications.ResNet50V2``...), layer names included, so that its
-# weights load by name (:mod:`keras_gresnet.convert`).
+# Layouts of the ImageNet net: the unit (a :class:`UnitSpec` preset) and the
+# net's own :func:`resnet` arguments. "he" is HE's (fb.resnet.torch's);
+# "keras" is Keras Applications' ResNetV2 (``keras.applications.ResNet50V2``...),
+# layer names included, so that its weights load by name
+# (:mod:`keras_gresnet.convert`).
 IMAGENET_LAYOUTS = {
-    "he": {},
-    "keras": dict(
+    "he": (UnitSpec(block="bottleneck"), {}),
+    "keras": (KERAS_RESNET_V2, dict(
         stem_bn=False,  # the first unit's preact_bn normalises the pooled stem
         stride_position="last",
-        subsample="pool",
-        conv_bias=True,
-        naming="keras",
-        bn_epsilon=1.001e-5,
-        bn_momentum=0.99,  # Keras' default, as the source layers have it
-        # Keras' Conv2D default: keras/src/applications/resnet.py's
-        # residual_block_v2 gives no initializer.
-        kernel_initializer="glorot_uniform",
-    ),
+    )),
 }
 
 
-def resnet(stage_sizes, widths, *, stem="cifar", stem_filters=16, stride_position="first",
-           stem_bn=None, both_preact="first", include_top=True, weights=None, input_tensor=None, input_shape=None,
-           pooling=None, classes=10, classifier_activation="softmax",
-           include_preprocessing=False, name="resnet", **unit_options):
+def resnet(stage_sizes, widths, spec=None, *, stem="cifar", stem_filters=16,
+           stride_position="first", stem_bn=None, both_preact="first", include_top=True,
+           weights=None, input_tensor=None, input_shape=None, pooling=None, classes=10,
+           classifier_activation="softmax", include_preprocessing=False, name="resnet",
+           **unit_options):
     """The generic residual net behind every convolutional zoo model.
 
     Args:
         stage_sizes: units per stage, e.g. ``(18, 18, 18)`` for ResNet-110.
         widths: conv width of each stage (every stage but one halves the
             resolution, see ``stride_position``).
+        spec: the :class:`~keras_gresnet.layers.UnitSpec` of every unit
+            (checked when it was made); or leave it out and give its fields
+            as keyword ``unit_options``.
         stem: ``"cifar"`` (3x3 conv, stride 1) or ``"imagenet"`` (7x7/2 conv +
             3x3/2 max-pool).
         stem_filters: width of the stem conv.
@@ -114,24 +106,23 @@ def resnet(stage_sizes, widths, *, stem="cifar", stem_filters=16, stride_positio
             (0..255): ``False`` (the default), ``True`` (the statistics of
             the published ``weights``) or ``dict(method=, mean=, std=)``
             (:class:`keras_gresnet.layers.PixelNormalization`).
-        **unit_options: the arguments of every
-            :func:`keras_gresnet.layers.residual_unit` (``unit, block,
-            shortcut, gated, k_initial, dropout, expansion, shortcut_scale,
-            residual_scale, gate_bias, shortcut_dropout, bn_momentum,
-            bn_epsilon, subsample, conv_bias, naming, stride_on,
-            shortcut_projection, kernel_initializer``), at its defaults when
-            left out; ``preact_type`` is set per unit by ``both_preact``;
-            ``kernel_initializer`` also initialises the stem conv, and
-            ``conv_bias`` gives it a bias when no batch norm follows it.
+        **unit_options: the fields of the :class:`~keras_gresnet.layers.UnitSpec`
+            (``unit, block, shortcut, gated, k_initial, dropout, expansion,
+            ...``) when no ``spec`` is given, at its defaults when left out.
+            Each unit's ``preact_type`` follows from ``both_preact`` and
+            ``stem_bn``; the spec's ``kernel_initializer`` also initialises
+            the stem conv, its ``conv_bias`` gives it a bias when no batch
+            norm follows it, and its BatchNorm settings are the stem's and
+            the last BN's too.
     """
     builder = name  # the messages name the model being built
-    unknown = sorted(set(unit_options) - set(UNIT_DEFAULTS) - {"preact_type"})
-    if "preact_type" in unit_options:
-        raise TypeError("resnet() sets each unit's preact_type from both_preact and stem_bn")
-    if unknown:
-        raise TypeError(f"resnet() got an unexpected keyword argument {unknown[0]!r}")
-    options = {**UNIT_DEFAULTS, **unit_options}
-    unit, block, expansion = options["unit"], options["block"], options["expansion"]
+    if spec is None:
+        spec = UnitSpec(**unit_options)  # checked once, here
+    elif unit_options:
+        raise TypeError(f"resnet() takes a spec or its fields, not both: got spec and "
+                        f"{sorted(unit_options)}")
+    elif not isinstance(spec, UnitSpec):
+        raise ValueError(f"spec must be a keras_gresnet.layers.UnitSpec, got {spec!r}")
     if not isinstance(stage_sizes, (list, tuple)) or not stage_sizes:
         raise ValueError(f"stage_sizes must be a non-empty tuple of ints, got {stage_sizes!r}")
     if not isinstance(widths, (list, tuple)) or len(widths) != len(stage_sizes):
@@ -143,17 +134,11 @@ def resnet(stage_sizes, widths, *, stem="cifar", stem_filters=16, stride_positio
     for w in widths:
         check_int(w, "widths", 1)
     check_int(stem_filters, "stem_filters", 1)
-    check_int(expansion, "expansion", 1)
     check_choice(stem, "stem", STEMS)
-    check_unit_args(unit, block, options["shortcut"], options["gated"],
-                    subsample=options["subsample"], naming=options["naming"],
-                    conv_bias=options["conv_bias"], stride_on=options["stride_on"],
-                    shortcut_projection=options["shortcut_projection"],
-                    kernel_initializer=options["kernel_initializer"])
     check_choice(stride_position, "stride_position", STRIDE_POSITIONS)
     check_choice(both_preact, "both_preact", BOTH_PREACTS)
-    out_widths = [w * (expansion if block == "bottleneck" else 1) for w in widths]
-    if (options["shortcut_projection"] == "zero_pad" and options["shortcut"] != "conv"
+    out_widths = [spec.out_filters(w) for w in widths]
+    if (spec.shortcut_projection == "zero_pad" and spec.shortcut != "conv"
             and any(b < a for a, b in zip([stem_filters] + out_widths, out_widths))):
         raise ValueError(
             f"shortcut_projection='zero_pad' pads x with zero channels, so the widths "
@@ -161,11 +146,9 @@ def resnet(stage_sizes, widths, *, stem="cifar", stem_filters=16, stride_positio
             f"{tuple(out_widths)}; use shortcut_projection='conv'")
     if stem_bn is not None and not isinstance(stem_bn, bool):
         raise ValueError(f"stem_bn must be None, True or False, got {stem_bn!r}")
-    check_rate(options["dropout"], "dropout")
-    check_rate(options["shortcut_dropout"], "shortcut_dropout")
     # Weights per unit: basic 2 3x3 convs (18 w^2); bottleneck 1x1, 3x3, 1x1
     # with a width expansion e ((2 e + 9) w^2).
-    per_unit = 18 if block != "bottleneck" else 2 * expansion + 9
+    per_unit = 18 if spec.block != "bottleneck" else 2 * spec.expansion + 9
     check_size(builder, sum(stage_sizes),
                sum(n * per_unit * w**2 for n, w in zip(stage_sizes, widths)),
                "the stage sizes (n or depth) and widths (widen_factor)")
@@ -178,17 +161,16 @@ def resnet(stage_sizes, widths, *, stem="cifar", stem_filters=16, stride_positio
         head_inputs=out_widths[-1],
         min_size=2**downsamplings)
     preprocessing = check_preprocessing(builder, include_preprocessing, weights, input_shape)
-    preact = unit in PREACT_UNITS
+    preact = spec.preact
     if stem_bn is None:
         # A pre-activation net's first unit normalises its own input; HE's
         # ImageNet stem keeps BN-ReLU before the max-pool in every variant.
         stem_bn = not preact or stem == "imagenet"
 
-    bn = dict(momentum=options["bn_momentum"], epsilon=options["bn_epsilon"],
-              axis=channel_axis())
+    bn = dict(momentum=spec.bn_momentum, epsilon=spec.bn_epsilon, axis=channel_axis())
     inputs, x = model_input(input_tensor, input_shape, preprocessing)
-    stem_bias = options["conv_bias"] and not stem_bn
-    init = options["kernel_initializer"]
+    stem_bias = spec.conv_bias and not stem_bn
+    init = spec.kernel_initializer
     if stem == "imagenet":
         x = conv(x, stem_filters, 7, stride=2, name="conv1", use_bias=stem_bias,
                  kernel_initializer=init)
@@ -217,8 +199,8 @@ def resnet(stage_sizes, widths, *, stem="cifar", stem_filters=16, stride_positio
                     # fb preresnet.lua:120, 146-150: after the stem's BN-ReLU
                     # (and max-pool) the first unit has none of its own.
                     preact_type = "no_preact"
-            x = residual_unit(x, width, stride=2 if strided else 1, preact_type=preact_type,
-                              name=f"conv{s + 2}_block{b + 1}_", **options)
+            x = residual_unit(x, width, spec, stride=2 if strided else 1,
+                              preact_type=preact_type, name=f"conv{s + 2}_block{b + 1}_")
     if preact:  # HE: an extra BN-ReLU after the last pre-activation unit
         x = BatchNormalization(**bn, name="post_bn")(x)
         x = keras.layers.Activation("relu", name="post_relu")(x)
@@ -256,8 +238,7 @@ def _cifar(*, n=None, depth=None, block="basic", widths=CIFAR_WIDTHS, stride_on=
            shortcut_projection=None, both_preact=None, **arguments):
     """HE's CIFAR net: 3 stages of ``n`` units, ``depth = layers * 3n + 2``;
     the ``None`` options at the reference code's choice for ``block``."""
-    if block not in BLOCKS:
-        check_unit_args(block=block)
+    check_choice(block, "block", tuple(BLOCKS))
     n = _resolve_n(n, depth, CIFAR_LAYERS_PER_UNIT[block], 2, default=5)
     bottleneck = block == "bottleneck"  # HE's resnet-pre-act.lua, else fb.resnet.torch
     if stride_on is None:  # resnet-pre-act.lua:70; fb has no CIFAR bottleneck
@@ -539,11 +520,13 @@ def _imagenet(*, depth=152, unit="preact", layout="he", bn_momentum=None, **argu
             f"layout='keras' is Keras' ResNetV2, a full pre-activation net: it takes "
             f"unit='preact', got unit={unit!r}"
         )
-    arguments.update(IMAGENET_LAYOUTS[layout])
-    if bn_momentum is not None:
-        arguments["bn_momentum"] = bn_momentum
-    return resnet(IMAGENET_STAGES[depth], IMAGENET_WIDTHS, stem="imagenet", stem_filters=64,
-                  unit=unit, block="bottleneck", **arguments)
+    preset, net = IMAGENET_LAYOUTS[layout]
+    fields, rest = UnitSpec.partition(arguments)
+    if bn_momentum is not None:  # None: the layout's
+        fields["bn_momentum"] = bn_momentum
+    spec = dataclasses.replace(preset, unit=unit, **fields)
+    return resnet(IMAGENET_STAGES[depth], IMAGENET_WIDTHS, spec, stem="imagenet",
+                  stem_filters=64, **net, **rest)
 
 
 @register_model(configs=[dict(depth=d) for d in IMAGENET_STAGES], recipe="he_imagenet",
@@ -566,8 +549,8 @@ def resnet_imagenet(depth=152, *, unit="preact", gated=False, layout="he", k_ini
             Applications' ResNetV2 (``keras.applications.ResNet50V2``...,
             full pre-activation), layer names included, so that its weights
             load by name (:func:`keras_gresnet.convert.from_keras_applications`).
-            A layout sets the :data:`IMAGENET_LAYOUTS` arguments of
-            :func:`resnet`.
+            A layout is a :class:`~keras_gresnet.layers.UnitSpec` preset and
+            :func:`resnet` arguments (:data:`IMAGENET_LAYOUTS`).
         bn_momentum: BatchNorm momentum; ``None``: the layout's (HE 0.9,
             Keras 0.99).
         k_initial and the Keras Applications arguments: as in
