@@ -38,7 +38,7 @@ BUGS = {
         "the gate reads its initial value, not its variable k"),
     "wrn_dropout_zero": (
         "keras_gresnet/layers/units.py",
-        'f = keras.layers.Dropout(dropout, name=f"{name}{i}_dropout")(f)',
+        'f = keras.layers.Dropout(spec.dropout, name=f"{name}{i}_dropout")(f)',
         'f = keras.layers.Dropout(0.0, name=f"{name}{i}_dropout")(f)',
         ["tests/test_zoo.py::test_wrn_units_drop_out_between_their_convs"],
         "WRN units drop nothing (the range check of dropout kept)"),
@@ -88,8 +88,8 @@ BUGS = {
         "WRN's lr drops one epoch late"),
     "shortcut_dropout_rescaled": (
         "keras_gresnet/layers/units.py",
-        'h = ShortcutDropout(shortcut_dropout, name=f"{name}shortcut_dropout")(h)',
-        'h = keras.layers.Dropout(shortcut_dropout, name=f"{name}shortcut_dropout")(h)',
+        'h = ShortcutDropout(spec.shortcut_dropout, name=f"{name}shortcut_dropout")(h)',
+        'h = keras.layers.Dropout(spec.shortcut_dropout, name=f"{name}shortcut_dropout")(h)',
         ["tests/test_layers.py::test_dropout_shortcut_scales_h_by_one_half_as_he_describes",
          "tests/test_layers.py::test_shortcut_dropout_expectation_is_half_in_training_and_inference"],
         "HE Table 1's dropout shortcut rescaled by Keras' Dropout (expectation 1, not 0.5)"),
@@ -111,7 +111,7 @@ BUGS = {
         "basic CIFAR nets project with 1x1 convs, not fb's zero-padded shortcut (type A)"),
     "imagenet_extra_preact": (
         "keras_gresnet/zoo/resnets.py", "if s == 0 and b == 0 and stem_bn:",
-        "if s == 0 and b == 0 and stem_bn and not preact:",
+        "if s == 0 and b == 0 and stem_bn and not spec.preact:",
         ["tests/test_zoo.py::test_he_imagenet_net_follows_fb_preresnet_lua"],
         "a second BN-ReLU after the ImageNet max-pool (fb: 'no_preact')"),
     "fan_in_initializer": (

@@ -315,9 +315,10 @@ def residual_unit(x, filters, spec=None, *, stride=1, preact_type=None, name="un
     out_filters = spec.out_filters(filters)
     in_filters = x.shape[channel_axis()]
     if spec.shortcut in ("exclusive_gating", "shortcut_gating") and channel_axis() != -1:
-        raise ValueError(f"shortcut={spec.shortcut!r} gates over the last axis: build it with "
-                         f"keras.config.set_image_data_format('channels_last')")
-    if spec.shortcut_projection == "zero_pad" and in_filters > out_filters and spec.shortcut != "conv":
+        raise ValueError(f"shortcut={spec.shortcut!r} gates over the last axis: build it "
+                         f"with keras.config.set_image_data_format('channels_last')")
+    if (spec.shortcut_projection == "zero_pad" and in_filters > out_filters
+            and spec.shortcut != "conv"):
         raise ValueError(
             f"shortcut_projection='zero_pad' pads x with zero channels and cannot narrow "
             f"{in_filters} channels to {out_filters}; use shortcut_projection='conv'")
@@ -341,21 +342,7 @@ def residual_unit(x, filters, spec=None, *, stride=1, preact_type=None, name="un
     # h(x) takes the unit input, or its pre-activation where the BN-ReLU
     # comes before the split (fb preresnet.lua:65-67, resnet-pre-act.lua:64-66).
     source = x if preact_type == "both_preact" else unit_input
-    if project:
-        h = conv(source, out_filters, 1, stride, name=f"{name}0",
-                 use_bias=bias(() if preact else ("bn",)),
-                 kernel_initializer=spec.kernel_initializer)
-        if not preact:  # fb models/resnet.lua:33-34; none in preresnet.lua:33-34
-            h = _ops(h, ("bn",), f"{name}0", spec.bn_momentum, spec.bn_epsilon)
-    elif widens:
-        h = ZeroPadShortcut(out_filters, stride, data_format=keras.config.image_data_format(),
-                            name=f"{name}0_zero_pad")(source)
-    elif stride != 1:
-        h = keras.layers.MaxPooling2D(1, strides=stride, name=f"{name}0_pool")(source)
-    else:
-        h = source
-    if spec.shortcut == "dropout":
-        h = ShortcutDropout(spec.shortcut_dropout, name=f"{name}shortcut_dropout")(h)
+    h = _shortcut(source, spec, out_filters, stride, project, widens, name)
 
     f = x
     for i, (kernel, width) in enumerate(layout, start=1):
@@ -372,6 +359,35 @@ def residual_unit(x, filters, spec=None, *, stride=1, preact_type=None, name="un
                  use_bias=bias(next_ops), kernel_initializer=spec.kernel_initializer)
         f = ops(f, "last_post" if last else "post", str(i))
 
+    y = _merge(h, f, spec, name)
+    return ops(y, "after", "out")
+
+
+def _shortcut(source, spec, out_filters, stride, project, widens, name):
+    """``h(x)`` of a unit: ``source`` as it is, or a 1x1 projection (a BN
+    after it in a post-activation unit), zero channels padded on, a 1x1
+    max-pool with the stride; then the ``"dropout"`` shortcut's dropout."""
+    if project:
+        h = conv(source, out_filters, 1, stride, name=f"{name}0",
+                 use_bias=spec.conv_bias and spec.preact,  # no bias before a BN
+                 kernel_initializer=spec.kernel_initializer)
+        if not spec.preact:  # fb models/resnet.lua:33-34; none in preresnet.lua:33-34
+            h = _ops(h, ("bn",), f"{name}0", spec.bn_momentum, spec.bn_epsilon)
+    elif widens:
+        h = ZeroPadShortcut(out_filters, stride, data_format=keras.config.image_data_format(),
+                            name=f"{name}0_zero_pad")(source)
+    elif stride != 1:
+        h = keras.layers.MaxPooling2D(1, strides=stride, name=f"{name}0_pool")(source)
+    else:
+        h = source
+    if spec.shortcut == "dropout":
+        h = ShortcutDropout(spec.shortcut_dropout, name=f"{name}shortcut_dropout")(h)
+    return h
+
+
+def _merge(h, f, spec, name):
+    """``h(x)`` and ``F(x)`` merged: GR's gate, HE Table 1's scaling or
+    shortcut gating, or a sum."""
     if spec.gated:
         y = ResidualGate("residual", spec.k_initial, name=f"{name}gate")([h, f])
     elif spec.shortcut == "scaling":
@@ -380,9 +396,9 @@ def residual_unit(x, filters, spec=None, *, stride=1, preact_type=None, name="un
         form = "exclusive" if spec.shortcut == "exclusive_gating" else "shortcut_only"
         y = ShortcutGate(form, spec.gate_bias, name=f"{name}shortcut_gate")([h, f])
     else:
-        ends_unit = spec.naming == "keras" and not arrangement["after"]
+        ends_unit = spec.naming == "keras" and not UNITS[spec.unit]["after"]
         y = keras.layers.Add(name=f"{name}{'out' if ends_unit else 'add'}")([h, f])
-    return ops(y, "after", "out")
+    return y
 
 
 def dense_layer(x, units, *, bn_momentum=0.99, name="layer_"):

@@ -123,6 +123,44 @@ def resnet(stage_sizes, widths, spec=None, *, stem="cifar", stem_filters=16,
                         f"{sorted(unit_options)}")
     elif not isinstance(spec, UnitSpec):
         raise ValueError(f"spec must be a keras_gresnet.layers.UnitSpec, got {spec!r}")
+    out_widths = _check_net(stage_sizes, widths, spec, stem, stem_filters, stride_position,
+                            stem_bn, both_preact)
+    # Weights per unit: basic 2 3x3 convs (18 w^2); bottleneck 1x1, 3x3, 1x1
+    # with a width expansion e ((2 e + 9) w^2).
+    per_unit = 18 if spec.block != "bottleneck" else 2 * spec.expansion + 9
+    check_size(builder, sum(stage_sizes),
+               sum(n * per_unit * w**2 for n, w in zip(stage_sizes, widths)),
+               "the stage sizes (n or depth) and widths (widen_factor)")
+    downsamplings = len(stage_sizes) - 1 + (2 if stem == "imagenet" else 0)
+    input_shape = check_common(
+        builder, include_top=include_top, weights=weights, input_tensor=input_tensor,
+        input_shape=input_shape, pooling=pooling, classes=classes,
+        classifier_activation=classifier_activation,
+        default_shape=(224, 224, 3) if stem == "imagenet" else (32, 32, 3),
+        head_inputs=out_widths[-1],
+        min_size=2**downsamplings)
+    preprocessing = check_preprocessing(builder, include_preprocessing, weights, input_shape)
+    if stem_bn is None:
+        # A pre-activation net's first unit normalises its own input; HE's
+        # ImageNet stem keeps BN-ReLU before the max-pool in every variant.
+        stem_bn = not spec.preact or stem == "imagenet"
+    inputs, x = model_input(input_tensor, input_shape, preprocessing)
+    x = _stem(x, stem, stem_filters, stem_bn, spec)
+    x = _stages(x, stage_sizes, widths, out_widths, spec, stride_position, both_preact,
+                stem_bn)
+    if spec.preact:  # HE: an extra BN-ReLU after the last pre-activation unit
+        x = BatchNormalization(**_bn(spec), name="post_bn")(x)
+        x = keras.layers.Activation("relu", name="post_relu")(x)
+    x = head(x, include_top=include_top, pooling=pooling, classes=classes,
+             classifier_activation=classifier_activation)
+    model = ZooModel(inputs, x, name=name)
+    return load_weights(model, weights, include_top=include_top, classes=classes)
+
+
+def _check_net(stage_sizes, widths, spec, stem, stem_filters, stride_position, stem_bn,
+               both_preact):
+    """Check :func:`resnet`'s own arguments (its units' are ``spec``'s,
+    checked already); return the stages' output widths."""
     if not isinstance(stage_sizes, (list, tuple)) or not stage_sizes:
         raise ValueError(f"stage_sizes must be a non-empty tuple of ints, got {stage_sizes!r}")
     if not isinstance(widths, (list, tuple)) or len(widths) != len(stage_sizes):
@@ -146,29 +184,16 @@ def resnet(stage_sizes, widths, spec=None, *, stem="cifar", stem_filters=16,
             f"{tuple(out_widths)}; use shortcut_projection='conv'")
     if stem_bn is not None and not isinstance(stem_bn, bool):
         raise ValueError(f"stem_bn must be None, True or False, got {stem_bn!r}")
-    # Weights per unit: basic 2 3x3 convs (18 w^2); bottleneck 1x1, 3x3, 1x1
-    # with a width expansion e ((2 e + 9) w^2).
-    per_unit = 18 if spec.block != "bottleneck" else 2 * spec.expansion + 9
-    check_size(builder, sum(stage_sizes),
-               sum(n * per_unit * w**2 for n, w in zip(stage_sizes, widths)),
-               "the stage sizes (n or depth) and widths (widen_factor)")
-    downsamplings = len(stage_sizes) - 1 + (2 if stem == "imagenet" else 0)
-    input_shape = check_common(
-        builder, include_top=include_top, weights=weights, input_tensor=input_tensor,
-        input_shape=input_shape, pooling=pooling, classes=classes,
-        classifier_activation=classifier_activation,
-        default_shape=(224, 224, 3) if stem == "imagenet" else (32, 32, 3),
-        head_inputs=out_widths[-1],
-        min_size=2**downsamplings)
-    preprocessing = check_preprocessing(builder, include_preprocessing, weights, input_shape)
-    preact = spec.preact
-    if stem_bn is None:
-        # A pre-activation net's first unit normalises its own input; HE's
-        # ImageNet stem keeps BN-ReLU before the max-pool in every variant.
-        stem_bn = not preact or stem == "imagenet"
+    return out_widths
 
-    bn = dict(momentum=spec.bn_momentum, epsilon=spec.bn_epsilon, axis=channel_axis())
-    inputs, x = model_input(input_tensor, input_shape, preprocessing)
+
+def _bn(spec):
+    return dict(momentum=spec.bn_momentum, epsilon=spec.bn_epsilon, axis=channel_axis())
+
+
+def _stem(x, stem, stem_filters, stem_bn, spec):
+    """The stem: a 3x3 conv (CIFAR) or HE's 7x7/2 conv and 3x3/2 max-pool
+    (ImageNet), with BN-ReLU where ``stem_bn``."""
     stem_bias = spec.conv_bias and not stem_bn
     init = spec.kernel_initializer
     if stem == "imagenet":
@@ -177,12 +202,17 @@ def resnet(stage_sizes, widths, spec=None, *, stem="cifar", stem_filters=16,
     else:
         x = conv(x, stem_filters, 3, name="conv1", use_bias=stem_bias, kernel_initializer=init)
     if stem_bn:
-        x = BatchNormalization(**bn, name="conv1_bn")(x)
+        x = BatchNormalization(**_bn(spec), name="conv1_bn")(x)
         x = keras.layers.Activation("relu", name="conv1_relu")(x)
     if stem == "imagenet":
         x = keras.layers.ZeroPadding2D(1, name="pool1_pad")(x)
         x = keras.layers.MaxPooling2D(3, strides=2, name="pool1_pool")(x)
+    return x
 
+
+def _stages(x, stage_sizes, widths, out_widths, spec, stride_position, both_preact, stem_bn):
+    """The residual units, stage after stage, each unit's stride and
+    ``preact_type`` placed as :func:`resnet`'s docstring says."""
     last_stage = len(stage_sizes) - 1
     for s, (n, width) in enumerate(zip(stage_sizes, widths)):
         for b in range(n):
@@ -191,7 +221,7 @@ def resnet(stage_sizes, widths, spec=None, *, stem="cifar", stem_filters=16,
             else:
                 strided = b == n - 1 and s < last_stage
             preact_type = None
-            if preact:
+            if spec.preact:
                 changes = x.shape[channel_axis()] != out_widths[s]
                 shared = b == 0 if both_preact == "first" else changes
                 preact_type = "both_preact" if shared else "branch"
@@ -201,13 +231,7 @@ def resnet(stage_sizes, widths, spec=None, *, stem="cifar", stem_filters=16,
                     preact_type = "no_preact"
             x = residual_unit(x, width, spec, stride=2 if strided else 1,
                               preact_type=preact_type, name=f"conv{s + 2}_block{b + 1}_")
-    if preact:  # HE: an extra BN-ReLU after the last pre-activation unit
-        x = BatchNormalization(**bn, name="post_bn")(x)
-        x = keras.layers.Activation("relu", name="post_relu")(x)
-    x = head(x, include_top=include_top, pooling=pooling, classes=classes,
-             classifier_activation=classifier_activation)
-    model = ZooModel(inputs, x, name=name)
-    return load_weights(model, weights, include_top=include_top, classes=classes)
+    return x
 
 
 def _depth_to_n(depth, layers_per_unit, extra, argument="depth"):
