@@ -168,15 +168,18 @@ def split_options(options):
 def train_command(config):
     """The ``keras-gresnet train`` command line that reproduces a run's
     config: model, its arguments, dataset, recipe (when not the model's
-    default) and the recipe fields it changed, the mixed precision (when
-    not float32), epochs and seed."""
+    default), the recipe fields it changed, the run's other options where
+    they are not the default (:class:`~keras_gresnet.training.RunOptions`),
+    epochs and seed."""
     from keras_gresnet import training
+    from keras_gresnet._options import RunOptions
 
     recipe = config["recipe"]
+    options = RunOptions.command_words(config)
     words = ["keras-gresnet", "train", config["model"]]
     for key, value in config["model_kwargs"].items():
         words += [f"--{key.replace('_', '-')}", str(value)]
-    words += ["--dataset", config["dataset"]]
+    words += options.pop("dataset")
     if recipe["name"] != training.default_recipe(config["model"], config["dataset"]):
         words += ["--recipe", recipe["name"]]
     default = training.get_recipe(recipe["name"]).get_config()
@@ -184,44 +187,26 @@ def train_command(config):
         if key not in ("name", "citation", "epochs") and value != default.get(key) and \
                 isinstance(value, (str, int, float)):
             words += [f"--{key.replace('_', '-')}", str(value)]
-    if config.get("dtype_policy", "float32") != "float32":
-        words += ["--mixed-precision", config["dtype_policy"]]
-    return " ".join(words + ["--epochs", str(recipe["epochs"]), "--seed", str(config["seed"])])
+    seed = options.pop("seed")
+    for option_words in options.values():
+        words += option_words
+    return " ".join(words + ["--epochs", str(recipe["epochs"])] + seed)
 
 
 def cmd_train(args, extra):
     from keras_gresnet import training
 
+    from keras_gresnet._options import RunOptions
+
     overrides, builder_kwargs = split_options(parse_extra(extra))
-    policy = args.mixed_precision or "float32"
-    if policy not in training.DTYPE_POLICIES:
-        raise ValueError(f"--mixed-precision {policy}: not a dtype policy of a run; accepted: "
-                         f"mixed_float16, mixed_bfloat16 (float32, the default, is full "
-                         f"precision)")
-    note = training.precision_note(policy)
+    options = RunOptions.from_namespace(args)
+    note = training.precision_note(options.dtype_policy)
     if note:
         print(note, file=sys.stderr)
     run = training.train(
-        args.model,
-        out=args.out,
-        overwrite=args.overwrite,
-        dataset=args.dataset,
-        recipe=args.recipe,
-        model_kwargs=builder_kwargs,
-        seed=args.seed,
-        strategy=args.strategy,
-        validation_split=args.validation_split,
-        data_dir=args.data_dir,
-        max_train_examples=args.max_train_examples,
-        max_test_examples=args.max_test_examples,
-        sync_batchnorm=args.sync_batchnorm,
-        workers=args.workers,
-        worker_index=args.worker_index,
-        tensorboard=args.tensorboard,
-        dtype_policy=policy,
-        verbose="auto" if sys.stdout.isatty() else 2,
-        **overrides,
-    )
+        args.model, out=args.out, overwrite=args.overwrite, model_kwargs=builder_kwargs,
+        workers=args.workers, worker_index=args.worker_index, tensorboard=args.tensorboard,
+        verbose="auto" if sys.stdout.isatty() else 2, **options.config(), **overrides)
     r = run.results
     where = f"run folder {run.out}" if run.out else "the chief writes the run folder"
     print(f"{run.config['model']} on {run.config['dataset']}: test error "
@@ -455,41 +440,20 @@ def build_parser():
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("model")
+    from keras_gresnet._options import RunOptions
     from keras_gresnet.data.datasets import DATASETS
 
-    p.add_argument("--dataset", help=f"{', '.join([*DATASETS, 'imagenet2012'])}, or "
-                   f"folder (your pictures: --data-dir PATH holds one subfolder per class) "
-                   f"(default: the paper's)")
-    p.add_argument("--recipe", help=f"{', '.join(_catalog.RECIPES)} (default: the paper's; "
-                   f"preact_mnist for a CIFAR conv net on mnist or fashion_mnist)")
-    p.add_argument("--seed", type=int, default=0)
+    RunOptions.add_arguments(p, datasets=[*DATASETS, "imagenet2012"], recipes=_catalog.RECIPES)
     p.add_argument("--out", help="run folder (default runs/MODEL-DATASET-seedSEED)")
     p.add_argument("--overwrite", action="store_true", help="retrain a finished run folder")
-    p.add_argument("--strategy", default="auto",
-                   help="auto (multi_worker with a cluster, else mirrored when >1 GPU; on "
-                   "JAX data_parallel when >1 device), default, one_device, mirrored, "
-                   "multi_worker (a cluster: TensorFlow's MultiWorkerMirroredStrategy, or "
-                   "JAX's DataParallel across processes), data_parallel (JAX; mirrored "
-                   "means it there)")
     p.add_argument("--workers", help="multi-worker cluster: every worker's host:port, "
                    "comma-separated, the same on every worker (writes TF_CONFIG; on JAX "
                    "the first is the coordinator)")
     p.add_argument("--worker-index", type=int,
                    help="this worker's position in --workers (0 is the chief)")
-    p.add_argument("--sync-batchnorm", action="store_true", default=None,
-                   help="BatchNorm statistics over the global batch, not each replica's "
-                   "(TensorFlow; JAX's data_parallel and multi_worker always do)")
-    p.add_argument("--validation-split", type=float, default=0.0)
-    p.add_argument("--data-dir", help="folder with the dataset's files (offline), or the "
-                   "picture folder of --dataset folder")
-    p.add_argument("--max-train-examples", type=int)
-    p.add_argument("--max-test-examples", type=int)
     p.add_argument("--tensorboard", action="store_true",
                    help="also write TensorBoard logs (loss, accuracy, test metrics, g(k) of "
                    "every gate) into RUN/tensorboard (needs tensorflow and tensorboard)")
-    p.add_argument("--mixed-precision", metavar="POLICY",
-                   help="Keras' mixed precision: mixed_float16 (loss-scaled) or "
-                   "mixed_bfloat16; the classifier stays float32 (default: float32)")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("evaluate", help="test error of a run folder or a .keras file")

@@ -20,6 +20,7 @@ PACKAGE = "keras_gresnet"
 ORDER = [
     ("_version", "_checks", "_cpu", "_paths", "_catalog", "papers", "_pixels", "files",
      "optimizers"),
+    ("_options",),
     ("layers",),
     ("weights",),
     ("zoo",),

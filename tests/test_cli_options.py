@@ -89,6 +89,33 @@ def test_train_command_reproduces_a_config():
     assert again["recipe"] == config["recipe"] and again["dataset"] == "fashion_mnist"
 
 
+def test_run_options_are_declared_once_for_the_parser_the_config_and_the_command():
+    # Every RunOptions field is a train option, and the command written from a
+    # config parses back into the same config.
+    parser = cli.build_parser()
+    train = parser._subparsers._group_actions[0].choices["train"]
+    dests = {action.dest for action in train._actions}
+    assert set(training.RunOptions.names()) <= dests
+    config = training.resolve_config(
+        "gresnet_mlp", model_kwargs=dict(depth=2), dataset="fashion_mnist", seed=7,
+        validation_split=0.25, max_train_examples=300, max_test_examples=200,
+        dtype_policy="mixed_bfloat16", epochs=3, learning_rate=0.01)
+    command = cli.train_command(config)
+    assert command.startswith("keras-gresnet train gresnet_mlp --depth 2 --dataset "
+                              "fashion_mnist ") and command.endswith("--epochs 3 --seed 7")
+    args, extra = parser.parse_known_args(command.split()[1:])
+    overrides, builder = cli.split_options(cli.parse_extra(extra))
+    again = training.resolve_config(args.model, model_kwargs=builder, **overrides,
+                                    **training.RunOptions.from_namespace(args).config())
+    volatile = ("command", "versions")
+    assert {k: v for k, v in again.items() if k not in volatile} == {
+        k: v for k, v in config.items() if k not in volatile}
+    with pytest.raises(ValueError, match="validation_split must be a number in"):
+        training.resolve_config("gresnet_mlp", model_kwargs=dict(depth=2), validation_split=1)
+    with pytest.raises(ValueError, match=r"Unknown Recipe field\(s\) \['max_train'\]"):
+        training.resolve_config("gresnet_mlp", model_kwargs=dict(depth=2), max_train=3)
+
+
 def test_list_build_prints_every_paper_configuration(capsys):
     assert cli.main(["list", "gresnet_mlp", "--build"]) == 0
     rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:]]

@@ -304,6 +304,7 @@ def test_train_command_names_the_mixed_precision():
     at = words.index("--mixed-precision")
     assert words[at + 1] == "mixed_bfloat16"
     args, _ = cli.build_parser().parse_known_args(words[1:])
-    assert args.mixed_precision == "mixed_bfloat16" and args.tensorboard is False
+    assert args.dtype_policy == "mixed_bfloat16" and args.tensorboard is False
+    assert training.RunOptions.from_namespace(args).dtype_policy == "mixed_bfloat16"
     plain = training.resolve_config("gresnet_mlp", model_kwargs=dict(depth=20), epochs=3)
     assert "--mixed-precision" not in cli.train_command(plain)

@@ -19,6 +19,7 @@ Modules: :mod:`~keras_gresnet.training.recipes` (the papers' recipes),
 :mod:`~keras_gresnet.training.runner` (:func:`train`).
 """
 
+from keras_gresnet._options import RunOptions
 from keras_gresnet.training.config import (
     DTYPE_POLICIES, build_model, default_dataset,
     default_recipe, dtype_policy_scope, inference_copy, precision_note, resolve_config,
@@ -38,7 +39,7 @@ from keras_gresnet.training.tensorboard import TENSORBOARD, RunTensorBoard, chec
 
 __all__ = [
     "BACKUP", "Cluster", "DTYPE_POLICIES",
-    "EpochBackup", "RECIPES", "RUN_FILES", "Recipe", "Run", "RunLogger", "RunTensorBoard",
+    "EpochBackup", "RECIPES", "RUN_FILES", "Recipe", "Run", "RunLogger", "RunOptions", "RunTensorBoard",
     "STRATEGIES", "TENSORBOARD", "TrainingDiverged", "WorkerLost", "build_model",
     "check_tensorboard", "default_dataset", "default_recipe", "dtype_policy_scope",
     "evaluate", "gate_rows", "get_recipe", "inference_copy", "load_run", "local_workers",

@@ -16,15 +16,13 @@ import keras
 
 from keras_gresnet import data, zoo
 from keras_gresnet._cpu import cpu_info
-from keras_gresnet._checks import check_choice, check_int, check_rate
+from keras_gresnet._checks import check_choice
+from keras_gresnet._options import DTYPE_POLICIES, RunOptions  # noqa: F401 (DTYPE_POLICIES: training's)
 from keras_gresnet.training import recipes
 from keras_gresnet.training.strategies import resolve_strategy, sync_batchnorm
 
 # The MNIST family's images (MNIST, Fashion-MNIST).
 MNIST_SHAPE = (28, 28, 1)
-# Keras' dtype policies a run trains under: the papers' float32, or Keras'
-# mixed precision (float16 or bfloat16 compute, float32 variables).
-DTYPE_POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
 
 
 def has_accelerator():
@@ -114,38 +112,22 @@ def _check_model_kwargs(model_kwargs):
     return model_kwargs
 
 
-def resolve_config(
-    model,
-    *,
-    dataset=None,
-    recipe=None,
-    model_kwargs=None,
-    seed=0,
-    strategy="auto",
-    validation_split=0.0,
-    data_dir=None,
-    max_train_examples=None,
-    max_test_examples=None,
-    sync_batchnorm=None,
-    dtype_policy="float32",
-    cluster=None,
-    **overrides,
-):
+def resolve_config(model, *, model_kwargs=None, cluster=None, **options):
     """The full, JSON-ready config of a training run; every argument checked.
 
-    ``overrides`` replace fields of the recipe (``epochs=2``,
-    ``learning_rate=0.01``, ``k_decay=True``...). ``cluster``: the
+    ``options``: the run's options (:class:`~keras_gresnet.training.RunOptions`:
+    ``dataset``, ``recipe``, ``seed``, ``strategy``, ``validation_split``,
+    ``data_dir``, ``max_train_examples``, ``max_test_examples``,
+    ``sync_batchnorm``, ``dtype_policy``) and any field of the recipe to
+    replace (``epochs=2``, ``learning_rate=0.01``, ``k_decay=True``...).
+    ``model_kwargs``: the builder's arguments. ``cluster``: the
     :func:`keras_gresnet.training.resolve_cluster` of a multi-worker run
     (``strategy="auto"`` then means ``"multi_worker"``); the config records
-    its ``num_workers``, not its addresses. ``sync_batchnorm``: BatchNorm
-    statistics over the global batch, not each replica's
-    (:func:`keras_gresnet.training.strategies.sync_batchnorm`); ``None``
-    (default): the strategy's own way, each replica's on TensorFlow, the
-    global batch's on JAX's ``data_parallel`` and ``multi_worker`` (one SPMD
-    program), which cannot use each replica's. ``dtype_policy``: Keras'
-    dtype policy of the model, one of :data:`DTYPE_POLICIES`
-    (``"mixed_float16"`` compiles with Keras' loss scaling; the classifier
-    stays float32).
+    its ``num_workers``, not its addresses. The ``None`` options resolve
+    here: the paper's dataset and recipe, and ``sync_batchnorm`` the
+    strategy's own way (each replica's statistics on TensorFlow, the global
+    batch's on JAX's ``data_parallel`` and ``multi_worker``, one SPMD
+    program, which cannot use each replica's).
     """
     if keras.config.image_data_format() != "channels_last":
         raise ValueError(
@@ -153,50 +135,33 @@ def resolve_config(
             "keras.config.set_image_data_format('channels_last') before training (a "
             "channels_first model of the zoo takes the trained weights as they are)")
     zoo.model_builder(model)  # an unknown name: one line, before anything else
-    dataset = default_dataset(model) if dataset is None else dataset
+    given = {k: v for k, v in options.items() if k in RunOptions.names()}
+    overrides = {k: v for k, v in options.items() if k not in given}
+    run = RunOptions(**given)
+    dataset = default_dataset(model) if run.dataset is None else run.dataset
     check_choice(dataset, "dataset", (*data.DATASETS, data.IMAGENET, data.FOLDER))
-    if data_dir is not None and not os.path.isdir(data_dir):
-        raise ValueError(f"data_dir={str(data_dir)!r} is not a folder; pass the folder that "
+    if run.data_dir is not None and not os.path.isdir(run.data_dir):
+        raise ValueError(f"data_dir={run.data_dir!r} is not a folder; pass the folder that "
                          f"holds the dataset's files" + (
                              " (class subfolders of pictures)" if dataset == data.FOLDER
                              else ""))
-    if dataset == data.FOLDER and data_dir is None:
+    if dataset == data.FOLDER and run.data_dir is None:
         raise ValueError("dataset='folder' trains on a folder of pictures, one subfolder per "
                          "class: pass it as data_dir (--data-dir PATH)")
-    recipe = recipes.get_recipe(default_recipe(model, dataset) if recipe is None else recipe,
-                                **overrides)
-    check_int(seed, "seed", 0, 2**31 - 1)
-    strategy = _check_strategy(strategy, cluster)
-    check_rate(validation_split, "validation_split")
-    check_choice(dtype_policy, "dtype_policy", DTYPE_POLICIES)
-    sync_batchnorm = _check_sync_batchnorm(sync_batchnorm, strategy)
-    for value, argument in ((max_train_examples, "max_train_examples"),
-                            (max_test_examples, "max_test_examples")):
-        if value is not None:
-            check_int(value, argument, 1)
-    return dict(
-        model=model,
-        model_kwargs=_check_model_kwargs(model_kwargs),
-        dataset=dataset,
-        data_dir=None if data_dir is None else str(data_dir),
-        validation_split=float(validation_split),
-        max_train_examples=max_train_examples,
-        max_test_examples=max_test_examples,
-        recipe=recipe.get_config(),
-        seed=int(seed),
-        strategy=strategy,
-        num_workers=cluster.num_workers if cluster is not None else 1,
-        sync_batchnorm=sync_batchnorm,
-        dtype_policy=dtype_policy,
-        command=list(sys.argv),
-        versions=_versions(),
-    )
+    recipe = recipes.get_recipe(
+        default_recipe(model, dataset) if run.recipe is None else run.recipe, **overrides)
+    strategy = _check_strategy(run.strategy, cluster)
+    config = dict(model=model, model_kwargs=_check_model_kwargs(model_kwargs))
+    config.update(run.config(), dataset=dataset, recipe=recipe.get_config(), strategy=strategy,
+                  sync_batchnorm=_check_sync_batchnorm(run.sync_batchnorm, strategy))
+    config.update(num_workers=cluster.num_workers if cluster is not None else 1,
+                  command=list(sys.argv), versions=_versions())
+    return config
 
 
 def _check_sync_batchnorm(sync_batchnorm, strategy):
-    """``sync_batchnorm`` as a bool: ``None`` is the strategy's own way."""
-    if sync_batchnorm is not None and not isinstance(sync_batchnorm, bool):
-        raise ValueError(f"sync_batchnorm must be True or False, got {sync_batchnorm!r}")
+    """``sync_batchnorm`` (``None``, ``True`` or ``False``) as a bool for
+    ``strategy``: ``None`` is the strategy's own way."""
     if strategy == "data_parallel" or (strategy == "multi_worker"
                                        and keras.backend.backend() == "jax"):
         if sync_batchnorm is False:

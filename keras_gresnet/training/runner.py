@@ -65,22 +65,17 @@ def train(model, *, out=None, overwrite=False, verbose="auto", workers=None,
             config: a resumed run may turn it on or off.
         **kwargs: the run's config, as
             :func:`~keras_gresnet.training.resolve_config` takes it:
-            ``dataset`` (default: the paper's), ``recipe`` (default: the
-            paper's), ``model_kwargs`` (builder arguments: ``depth=20``...),
-            ``seed`` (seeds weights, shuffling and augmentation; ops are made
-            deterministic, so a CPU run is repeatable), ``strategy``
-            (:func:`~keras_gresnet.training.make_strategy`; the recipe's
-            ``batch_size`` is per replica, the global batch ``batch_size *
-            replicas``, and BatchNorm uses each replica's statistics, as the
-            papers' multi-GPU runs did), ``validation_split`` (held out of the
-            training set, reported as ``val_*``; the test set is evaluated
-            after every epoch as ``test_*``), ``data_dir``,
-            ``max_train_examples`` / ``max_test_examples`` (seeded subsets,
-            for quick runs), ``sync_batchnorm`` (BatchNorm statistics over the
-            global batch), ``dtype_policy`` (``"float32"``, the default, or
-            Keras' ``"mixed_float16"`` / ``"mixed_bfloat16"``; a resumed run
-            keeps its own), and any recipe field (``epochs``, ``batch_size``,
-            ``learning_rate``, ``weight_decay``, ``k_decay``...).
+            ``model_kwargs`` (the builder's arguments: ``depth=20``...), the
+            run's options (:class:`~keras_gresnet.training.RunOptions`, each
+            described there: ``dataset``, ``recipe``, ``seed``, ``strategy``,
+            ``validation_split``, ``data_dir``, ``max_train_examples``,
+            ``max_test_examples``, ``sync_batchnorm``, ``dtype_policy``; a
+            resumed run keeps its own dtype policy), and any recipe field
+            (``epochs``, ``batch_size``, ``learning_rate``, ``weight_decay``,
+            ``k_decay``...). The recipe's ``batch_size`` is per replica;
+            BatchNorm uses each replica's statistics unless ``sync_batchnorm``,
+            as the papers' multi-GPU runs did; the test set is evaluated after
+            every epoch as ``test_*``.
 
     Raises:
         TrainingDiverged: the loss became NaN or infinite (the run folder keeps

@@ -48,7 +48,10 @@ def register_model(fn=None, *, configs=None, family=None, recipe=None, dataset=N
 
         @functools.wraps(fn)
         def build(*args, **kwargs):
-            call = signature.bind(*args, **kwargs)
+            try:
+                call = signature.bind(*args, **kwargs)
+            except TypeError:  # a bad call: Python's own message, from the call itself
+                return fn(*args, **kwargs)
             call.apply_defaults()
             application_arguments(fn, call.arguments)
             model = fn(*call.args, **call.kwargs)
