@@ -1,32 +1,42 @@
 """Few-shot transfer between MNIST and Fashion-MNIST: finetune() against training from scratch.
 
-For each depth (``--depths``), direction (a published ``gresnet_mlp`` of one
-dataset fine-tuned on the other), number of labelled training images per
-class (``--shots``) and seed (``--seeds``: it draws the images and seeds the
-training), three nets are trained on the same seeded images, pixels / 255,
-and tested on the target's full 10,000-image test set:
+For each net (``--net``: GR's MLP ``gresnet_mlp`` at each of ``--depths``,
+or GR's CIFAR conv net ``gresnet_cifar`` n=5), direction (a published net of
+one dataset fine-tuned on the other; the conv net is published on
+Fashion-MNIST only), number of labelled training images per class
+(``--shots``) and seed (``--seeds``: it draws the images and seeds the
+training), up to three nets (``--methods``) are trained on the same seeded
+images and tested on the target's full 10,000-image test set:
 
 - old: :func:`keras_gresnet.finetune.finetune` with the defaults it had
   before (Keras' guide: Adam, batch 32, the head 10 epochs at 1e-3, then
   everything but BatchNorm 10 epochs at 1e-5, constant rates);
 - new: ``finetune()`` with no arguments (its current defaults, read from its
   signature);
-- scratch: the same architecture, randomly initialised, trained with GR's
-  optimizer and learning rate (Keras 1 Nadam, 0.002, the ``gr_mnist``
-  recipe) for the new defaults' budget: ``head_epochs + full_epochs`` passes
-  over the same images at finetune's default batch size, i.e. the same
-  steps. (GR's batch of 128 would give 1 step per epoch on 100 images, and
-  was worse at the same number of epochs.)
+- scratch: the same architecture, randomly initialised, trained with its
+  paper's optimizer and learning rate (the MLP: GR's Keras 1 Nadam at 0.002,
+  the ``gr_mnist`` recipe; the conv net: GR's CIFAR SGD, Nesterov 0.9, lr
+  0.1 /10 at 50% and 75%, weight decay 1e-4, the ``preact_mnist`` recipe)
+  for the new defaults' budget: ``head_epochs + full_epochs`` passes over
+  the same images at finetune's default batch size, i.e. the same steps.
+  (GR's batch of 128 would give 1 step per epoch on 100 images, and was
+  worse at the same number of epochs.)
+
+The MLPs take pixels / 255 (their weights' preprocessing); the conv net
+takes raw pixels, which ``finetune`` normalises with the published weights'
+statistics (mean subtraction) and the scratch net with its few images' mean.
 
 Prints a Markdown table of the test error, mean and range over the seeds,
-and writes it (with the command) to ``zoo/results/finetune/table.md``. Every
+and writes it (with the command) to ``zoo/results/finetune/table.md``
+(``zoo/results/finetune_conv/`` for the conv net). Every
 finished net's error is kept in ``results.json`` beside it, keyed by
 everything that defines the net (its settings included), so a killed run
 resumes where it stopped and a change of defaults retrains only the new
 column::
 
-    python scripts/finetune_example.py                      # the table
+    python scripts/finetune_example.py                      # the MLPs' table
     python scripts/finetune_example.py --depths 2 --shots 100 --seeds 0
+    python scripts/finetune_example.py --net gresnet_cifar --methods new scratch
 """
 
 import argparse
@@ -58,7 +68,14 @@ OLD_DEFAULTS = dict(head_epochs=10, full_epochs=10, head_lr=1e-3, full_lr=1e-5,
                     optimizer="adam", batch_size=32, schedule="constant")
 SETTINGS = tuple(OLD_DEFAULTS)
 METHODS = ("old", "new", "scratch")
-SCRATCH_RECIPE = "gr_mnist"
+# The nets: builder, the size argument and sizes with published weights, the
+# scratch recipe, the directions published, and whether they take raw pixels.
+NETS = {
+    "gresnet_mlp": dict(size="depth", sizes=(2, 10, 20, 50, 100), recipe="gr_mnist",
+                        directions=tuple(DIRECTIONS), raw=False),
+    "gresnet_cifar": dict(size="n", sizes=(5,), recipe="preact_mnist",
+                          directions=("fashion_mnist_to_mnist",), raw=True),
+}
 
 
 def new_defaults():
@@ -69,34 +86,51 @@ def new_defaults():
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--depths", type=int, nargs="+", default=[2, 20],
-                        help="gresnet_mlp depths with published weights (2, 10, 20, 50, 100)")
+    parser.add_argument("--net", choices=list(NETS), default="gresnet_mlp")
+    parser.add_argument("--depths", type=int, nargs="+", default=None,
+                        help="gresnet_mlp depths with published weights (2, 10, 20, 50, 100; "
+                        "default 2 20); the conv net is n=5")
+    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
     parser.add_argument("--shots", type=int, nargs="+", default=[10, 100],
                         help="labelled training images per class")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--directions", nargs="+", choices=list(DIRECTIONS),
-                        default=list(DIRECTIONS))
-    parser.add_argument("--out", type=Path, default=ROOT / "zoo" / "results" / "finetune",
-                        help="folder of table.md and results.json")
+    parser.add_argument("--directions", nargs="+", choices=list(DIRECTIONS), default=None,
+                        help="default: every direction the net is published for")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="folder of table.md and results.json (default "
+                        "zoo/results/finetune, finetune_conv for the conv net)")
     parser.add_argument("--fresh", action="store_true",
                         help="retrain every net instead of reusing results.json")
     parser.add_argument("--data-dir", default=None)
     args = parser.parse_args(argv)
+    net = NETS[args.net]
+    args.sizes = args.depths or ([2, 20] if args.net == "gresnet_mlp" else list(net["sizes"]))
+    args.directions = args.directions or list(net["directions"])
+    args.out = args.out or ROOT / "zoo" / "results" / (
+        "finetune" if args.net == "gresnet_mlp" else "finetune_conv")
     if min(args.shots) < 1:
         parser.error("--shots must be >= 1")
+    unpublished = [s for s in args.sizes if s not in net["sizes"]]
+    if unpublished:
+        parser.error(f"{args.net} has published weights at {net['size']} in {net['sizes']}, "
+                     f"not {unpublished}")
+    if set(args.directions) - set(net["directions"]):
+        parser.error(f"{args.net} is published for {', '.join(net['directions'])} only")
     return args
 
 
 class Data:
-    """The datasets' splits as float arrays (pixels / 255), loaded once."""
+    """The datasets' splits as float arrays (pixels / 255, or the raw 0-255
+    values with ``raw``), loaded once."""
 
-    def __init__(self, data_dir):
-        self.data_dir, self.splits = data_dir, {}
+    def __init__(self, data_dir, raw=False):
+        self.data_dir, self.splits, self.raw = data_dir, {}, raw
 
     def __call__(self, name, split):
         if (name, split) not in self.splits:
             images, labels = data.load(name, split, data_dir=self.data_dir)
-            self.splits[name, split] = (images.astype("float32") / 255, labels)
+            images = images.astype("float32")
+            self.splits[name, split] = (images if self.raw else images / 255, labels)
         return self.splits[name, split]
 
     def shots(self, name, shots, seed):
@@ -115,33 +149,45 @@ def test_error(model, images, labels):
     return float(np.mean(predicted != labels))
 
 
-def scratch(depth, x, y, epochs, batch_size):
-    """``gresnet_mlp`` from random weights, trained with GR's recipe (its
-    optimizer and learning rate) for ``epochs`` passes at ``batch_size``."""
-    recipe = training.get_recipe(SCRATCH_RECIPE, epochs=epochs, batch_size=batch_size)
-    model = recipe.apply_to(zoo.gresnet_mlp(depth=depth, input_shape=x.shape[1:],
-                                            classes=CLASSES))
+def build(net, size, **kwargs):
+    return zoo.get_model(net, **{NETS[net]["size"]: size}, **kwargs)
+
+
+def scratch(net, size, x, y, epochs, batch_size):
+    """``net`` from random weights, trained with its paper's recipe (its
+    optimizer, learning rate and schedule, weight decay) for ``epochs``
+    passes at ``batch_size``; a conv net normalises its raw pixels by their
+    mean."""
+    recipe = training.get_recipe(NETS[net]["recipe"], epochs=epochs, batch_size=batch_size)
+    extra = dict(include_preprocessing=dict(method="mean", mean=[float(x.mean()) / 255],
+                                            std=[1.0])) if NETS[net]["raw"] else {}
+    model = recipe.apply_to(build(net, size, input_shape=x.shape[1:], classes=CLASSES, **extra))
     model.compile(optimizer=recipe.optimizer(-(-len(y) // batch_size)),
                   loss="sparse_categorical_crossentropy")
     model.fit(x, y, batch_size=batch_size, epochs=epochs, verbose=0, shuffle=True)
     return model
 
 
-def cell_key(depth, direction, shots, seed, method, settings):
-    return json.dumps(dict(depth=depth, direction=direction, shots=shots, seed=seed,
-                           method=method, settings=settings), sort_keys=True)
+def cell_key(net, size, direction, shots, seed, method, settings):
+    cell = dict(direction=direction, shots=shots, seed=seed, method=method, settings=settings)
+    if net == "gresnet_mlp":  # the MLPs' keys as they were first written
+        cell["depth"] = size
+    else:
+        cell.update(net=net, size=size)
+    return json.dumps(cell, sort_keys=True)
 
 
-def method_settings(method, defaults):
+def method_settings(net, method, defaults):
     if method == "old":
         return OLD_DEFAULTS
     if method == "new":
         return defaults
-    return dict(recipe=SCRATCH_RECIPE, epochs=defaults["head_epochs"] + defaults["full_epochs"],
+    return dict(recipe=NETS[net]["recipe"],
+                epochs=defaults["head_epochs"] + defaults["full_epochs"],
                 batch_size=defaults["batch_size"])
 
 
-def train_and_test(method, settings, depth, target, shots, seed, sets, pretrained):
+def train_and_test(method, settings, net, size, target, shots, seed, sets, pretrained):
     """The test error of one net (``method`` with ``settings``)."""
     x, y = sets.shots(target, shots, seed)
     keras.utils.set_random_seed(seed)
@@ -150,7 +196,7 @@ def train_and_test(method, settings, depth, target, shots, seed, sets, pretraine
     elif method == "new":
         model, _ = finetune.finetune(pretrained, (x, y), classes=CLASSES)  # no arguments
     else:
-        model = scratch(depth, x, y, settings["epochs"], settings["batch_size"])
+        model = scratch(net, size, x, y, settings["epochs"], settings["batch_size"])
     error = test_error(model, *sets(target, "test"))
     keras.backend.clear_session(free_memory=False)
     return error
@@ -158,40 +204,42 @@ def train_and_test(method, settings, depth, target, shots, seed, sets, pretraine
 
 def run(args):
     defaults = new_defaults()
-    sets = Data(args.data_dir)
+    net = args.net
+    sets = Data(args.data_dir, raw=NETS[net]["raw"])
     path = args.out / "results.json"
     results = {} if args.fresh or not path.is_file() else json.loads(path.read_text())
     args.out.mkdir(parents=True, exist_ok=True)
     errors, reused, trained = {}, 0, 0
-    for depth in args.depths:
+    for size in args.sizes:
         for direction in args.directions:
             source, target = DIRECTIONS[direction]
             pretrained = None
             for shots in args.shots:
                 for seed in args.seeds:
-                    for method in METHODS:
-                        settings = method_settings(method, defaults)
-                        key = cell_key(depth, direction, shots, seed, method, settings)
+                    for method in args.methods:
+                        settings = method_settings(net, method, defaults)
+                        key = cell_key(net, size, direction, shots, seed, method, settings)
                         if key not in results:
                             if pretrained is None:  # published weights, loaded offline
-                                pretrained = zoo.gresnet_mlp(
-                                    depth=depth, weights=f"gresnet_mlp{depth}_{source}")
+                                pretrained = build(net, size, weights=f"{net}{size}_{source}")
                             start = time.perf_counter()
-                            results[key] = train_and_test(method, settings, depth, target,
+                            results[key] = train_and_test(method, settings, net, size, target,
                                                           shots, seed, sets, pretrained)
                             files.write_json(path, results)  # resumable after every net
                             trained += 1
-                            print(f"d={depth} {direction} {shots} shots seed {seed} "
-                                  f"{method}: {100 * results[key]:.2f}% "
+                            print(f"{net} {NETS[net]['size']}={size} {direction} {shots} "
+                                  f"shots seed {seed} {method}: {100 * results[key]:.2f}% "
                                   f"({time.perf_counter() - start:.0f} s)", flush=True)
                         else:
                             reused += 1
-                        errors.setdefault((depth, direction, shots, method), []).append(
+                        errors.setdefault((size, direction, shots, method), []).append(
                             results[key])
     return errors, defaults, reused, trained
 
 
 def spread(values):
+    if values is None:
+        return "-"
     percent = 100 * np.asarray(values)
     return f"{percent.mean():.1f} ({percent.min():.1f}-{percent.max():.1f})"
 
@@ -202,33 +250,42 @@ def table(args, errors, defaults):
         f"Test error (%) on the target's 10,000 test images, mean (min-max) over seeds "
         f"{seeds}; new - scratch: the mean difference in points and its worst seed.",
         "",
-        "| depth | pretrained on -> fine-tuned on | shots per class | old defaults "
-        "| new defaults | scratch | new - scratch (worst seed) |",
+        f"| {'depth' if args.net == 'gresnet_mlp' else 'net'} | pretrained on -> "
+        f"fine-tuned on | shots per class | old defaults | new defaults | scratch "
+        f"| new - scratch (worst seed) |",
         "|---|---|---|---|---|---|---|",
     ]
-    for depth in args.depths:
+    for size in args.sizes:
         for direction in args.directions:
             source, target = DIRECTIONS[direction]
             for shots in args.shots:
-                old, new, base = (errors[depth, direction, shots, m] for m in METHODS)
-                gap = 100 * (np.asarray(new) - np.asarray(base))
+                old, new, base = (errors.get((size, direction, shots, m)) for m in METHODS)
+                gap = "-" if new is None or base is None else "{:+.1f} ({:+.1f})".format(
+                    *(lambda g: (g.mean(), g.max()))(100 * (np.asarray(new) - np.asarray(base))))
+                name = size if args.net == "gresnet_mlp" else f"{args.net}{size}"
                 lines.append(
-                    f"| {depth} | {TITLES[source]} -> {TITLES[target]} | {shots} "
-                    f"| {spread(old)} | {spread(new)} | {spread(base)} "
-                    f"| {gap.mean():+.1f} ({gap.max():+.1f}) |"
+                    f"| {name} | {TITLES[source]} -> {TITLES[target]} | {shots} "
+                    f"| {spread(old)} | {spread(new)} | {spread(base)} | {gap} |"
                 )
     budget = defaults["head_epochs"] + defaults["full_epochs"]
+    recipe = NETS[args.net]["recipe"]
     lines += [
         "",
         f"- old defaults: `finetune({', '.join(f'{k}={v!r}' for k, v in OLD_DEFAULTS.items())})`.",
         f"- new defaults: `finetune()` with no arguments, today "
         f"`{', '.join(f'{k}={v!r}' for k, v in defaults.items())}`.",
-        f"- scratch: `gresnet_mlp` from random weights, GR's optimizer and learning rate "
-        f"(recipe `{SCRATCH_RECIPE}`: Keras 1 Nadam, lr 0.002), {budget} epochs at batch "
-        f"{defaults['batch_size']}: the new defaults' epochs and steps on the same images.",
-        "- every net: `gresnet_mlp<depth>_<source>` published weights (a fresh 10-class "
-        "head), the seed's `shots` random training images per class, pixels / 255; "
-        "BatchNorm frozen while fine-tuning (`keras_gresnet.finetune`).",
+        f"- scratch: `{args.net}` from random weights, its paper's optimizer and learning "
+        f"rate (recipe `{recipe}`: "
+        + ("Keras 1 Nadam, lr 0.002" if recipe == "gr_mnist" else
+           "SGD Nesterov 0.9, lr 0.1 /10 at 50% and 75%, weight decay 1e-4")
+        + f"), {budget} epochs at batch {defaults['batch_size']}: the new defaults' epochs "
+        f"and steps on the same images.",
+        f"- every net: `{args.net}<size>_<source>` published weights (a fresh 10-class "
+        f"head), the seed's `shots` random training images per class, "
+        + ("pixels / 255" if not NETS[args.net]["raw"] else
+           "raw pixels (finetune normalises them with the weights' mean, the scratch net "
+           "with its images' mean)")
+        + "; BatchNorm frozen while fine-tuning (`keras_gresnet.finetune`).",
     ]
     return "\n".join(lines) + "\n"
 
