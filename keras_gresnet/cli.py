@@ -195,7 +195,6 @@ def train_command(config):
 
 def cmd_train(args, extra):
     from keras_gresnet import training
-
     from keras_gresnet._options import RunOptions
 
     overrides, builder_kwargs = split_options(parse_extra(extra))

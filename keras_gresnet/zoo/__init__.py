@@ -9,8 +9,8 @@ plus its architecture arguments, and is reachable by name::
     model = zoo.gresnet_cifar(n=5)
     model = zoo.get_model("gresnet_mlp", depth=20, weights="mnist")
 
-Modules: :mod:`~keras_gresnet.zoo.registry` (names -> builders, depends on
-nothing), :mod:`~keras_gresnet.zoo.applications` (the Keras Applications
+Modules: :mod:`~keras_gresnet.zoo.registry` (names -> builders, the weights
+check of a call), :mod:`~keras_gresnet.zoo.applications` (the Keras Applications
 arguments, input and its preprocessing, head, weights),
 :mod:`~keras_gresnet.zoo.mlps` (GR's MNIST nets),
 :mod:`~keras_gresnet.zoo.resnets` (HE's, GR's and WRN's conv nets),
