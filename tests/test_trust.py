@@ -610,3 +610,67 @@ def test_evaluate_prints_standard_json_for_a_diverged_net(monkeypatch, capsys, t
 
     printed = json.loads(capsys.readouterr().out, parse_constant=strict)
     assert printed == {"test_loss": None, "test_accuracy": 0.1}
+
+
+# ------------------------------------------------------------------ under load
+
+
+@pytest.mark.integration
+def test_four_runs_under_load_end_finished_or_resumable_and_touch_nothing_else(tmp_path):
+    """Four ``train`` processes at once, sharing one ``KERAS_HOME``: one runs
+    through, one is SIGKILLed mid-run and restarted, one meets a disk that
+    fills (a file-size limit: EFBIG, the ENOSPC path), and one runs through
+    with another seed. Every run ends finished (after the same command
+    again where it stopped), with each epoch once in its history, and no run
+    touches a file of another: the finished runs' files are unchanged by the
+    others' kills, failures and restarts."""
+    import resource
+    import signal
+    import time
+
+    home = tmp_path / "keras_home"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_HOME": str(home)}
+    epochs = ["--epochs", "3"]
+
+    def command(name, *extra):
+        return [sys.executable, "-m", "keras_gresnet.cli", "train", "gresnet_mlp", "--depth",
+                "2", *TINY[:-2], *epochs, *extra, "--out", str(tmp_path / name)]
+
+    def small_files():  # in the child: files over 200 KB cannot be written
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+
+    def start(name, *extra, limit=None):
+        return subprocess.Popen(command(name, *extra), env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, preexec_fn=limit)
+
+    # the killed run is longer (16 steps an epoch), so that the kill lands mid-run
+    longer = ["--max-train-examples", "2048", "--batch-size", "128"]
+    procs = dict(plain=start("plain"), killed=start("killed", *longer),
+                 full=start("full", limit=small_files), seeded=start("seeded", "--seed", "1"))
+    backup = tmp_path / "killed" / "backup"
+    deadline = time.monotonic() + 600
+    while not any(backup.glob("epoch-*.weights.h5")) and procs["killed"].poll() is None:
+        assert time.monotonic() < deadline, "no epoch finished in 600 s"
+        time.sleep(0.05)
+    procs["killed"].send_signal(signal.SIGKILL)  # mid-run: after an epoch, before the end
+    codes = {name: proc.wait(timeout=600) for name, proc in procs.items()}
+    errors = {name: proc.stderr.read() for name, proc in procs.items()}
+    assert codes["plain"] == 0 and codes["seeded"] == 0, errors
+    assert codes["killed"] == -signal.SIGKILL, errors["killed"][-2000:]
+    assert codes["full"] == 2 and "File too large" in errors["full"].splitlines()[-1]
+    assert "Traceback" not in errors["full"]
+    finished = {name: tree(tmp_path / name) for name in ("plain", "seeded")}
+    for name, extra in (("killed", longer), ("full", [])):  # the same command resumes
+        again = subprocess.run(command(name, *extra), env=env, capture_output=True, text=True,
+                               timeout=600)
+        assert again.returncode == 0, again.stderr[-3000:]
+    for name in ("plain", "killed", "full", "seeded"):
+        out = tmp_path / name
+        assert (out / "results.json").exists() and not (out / "backup").exists(), name
+        assert training.read_history(out)["epoch"] == [1, 2, 3], name
+        assert sorted(p.name for p in out.iterdir()) == sorted(
+            ["config.json", "history.csv", "gates.csv", "model.keras", "history.png",
+             "gates.png", "results.json"]), name
+    assert {name: tree(tmp_path / name) for name in finished} == finished
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "full", "keras_home", "killed", "plain", "seeded"]
