@@ -347,6 +347,18 @@ def _cosine(lr, epochs):
     )
 
 
+# Phase 2's learning rate by the kind of net (measured: finetune's docstring).
+DENSE_FULL_LR, CONV_FULL_LR = 2e-2, 1e-3
+
+
+def default_full_lr(model):
+    """:func:`finetune`'s phase-2 learning rate for ``model`` (a
+    ``keras.Model``): :data:`CONV_FULL_LR` for a net with a convolution,
+    else :data:`DENSE_FULL_LR`."""
+    convolutional = any(isinstance(layer, keras.layers.Conv2D) for layer in all_layers(model))
+    return CONV_FULL_LR if convolutional else DENSE_FULL_LR
+
+
 def finetune(
     model,
     train_data,
@@ -356,7 +368,7 @@ def finetune(
     head_epochs=5,
     full_epochs=25,
     head_lr=1e-2,
-    full_lr=2e-2,
+    full_lr=None,
     optimizer="adam",
     batch_size=32,
     schedule="cosine",
@@ -406,12 +418,18 @@ def finetune(
         head_lr: phase 1's learning rate. Default 1e-2: with a few steps per
             epoch, the guide's 1e-3 leaves the head far from fitted after
             ``head_epochs``.
-        full_lr: phase 2's learning rate. Default 2e-2, not the guide's
-            1e-5: moved to another dataset, these small nets' features must
-            change, not be nudged, and at 1e-5 the body hardly moves in
-            ``full_epochs``. The cosine ``schedule`` only starts there and
-            brings it down to 0; lower starting rates did worse on most
-            measured tasks, by the most with the fewest shots.
+        full_lr: phase 2's learning rate. Default ``None``: the net's
+            (:func:`default_full_lr`), 2e-2 for GR's fully-connected nets and
+            1e-3 for a convolutional net, not the guide's 1e-5: moved to
+            another dataset, these small nets' features must change, not be
+            nudged, and at 1e-5 the body hardly moves in ``full_epochs``.
+            The cosine ``schedule`` only starts there and brings it down to
+            0. For the MLPs lower starting rates did worse on most measured
+            tasks, by the most with the fewest shots; GR's CIFAR conv net
+            diverges at 2e-2 (Adam's steps are large beside its conv
+            kernels' scale: chance-level error after fine-tuning) and was
+            best at 1e-3 of the rates measured
+            (``zoo/results/finetune_conv/table.md``).
         optimizer: a Keras optimizer name; a new one for each phase. Default
             ``"adam"``: Keras 1's Nadam (GR's optimizer) and Keras 3's Nadam
             at the same or GR's rates did worse on most measured tasks.
@@ -443,12 +461,14 @@ def finetune(
     head_epochs = check_int(head_epochs, "head_epochs", 0)
     full_epochs = check_int(full_epochs, "full_epochs", 0)
     head_lr = check_positive(head_lr, "head_lr")
-    full_lr = check_positive(full_lr, "full_lr")
+    if full_lr is not None:
+        full_lr = check_positive(full_lr, "full_lr")
     optimizer_class = _optimizer_class(optimizer)
     batch_size = check_int(batch_size, "batch_size", 1)
     check_choice(schedule, "schedule", SCHEDULES)
     check_choice(verbose, "verbose", VERBOSITIES)
     source = load_pretrained(model)
+    full_lr = default_full_lr(source) if full_lr is None else full_lr
     class_names = None
     if isinstance(train_data, (str, os.PathLike)):
         train_data, folder_test, class_names = _folder_data(train_data, source, classes)

@@ -78,10 +78,15 @@ NETS = {
 }
 
 
-def new_defaults():
-    """finetune()'s current defaults, as the ``SETTINGS`` of OLD_DEFAULTS."""
+def new_defaults(net):
+    """finetune()'s current defaults for ``net``, as the ``SETTINGS`` of
+    OLD_DEFAULTS (``full_lr=None`` is the net's: finetune.default_full_lr)."""
     parameters = inspect.signature(finetune.finetune).parameters
-    return {name: parameters[name].default for name in SETTINGS}
+    defaults = {name: parameters[name].default for name in SETTINGS}
+    if defaults["full_lr"] is None:
+        defaults["full_lr"] = (finetune.DENSE_FULL_LR if net == "gresnet_mlp"
+                               else finetune.CONV_FULL_LR)
+    return defaults
 
 
 def parse_args(argv=None):
@@ -203,8 +208,8 @@ def train_and_test(method, settings, net, size, target, shots, seed, sets, pretr
 
 
 def run(args):
-    defaults = new_defaults()
     net = args.net
+    defaults = new_defaults(net)
     sets = Data(args.data_dir, raw=NETS[net]["raw"])
     path = args.out / "results.json"
     results = {} if args.fresh or not path.is_file() else json.loads(path.read_text())

@@ -156,6 +156,23 @@ def test_default_finetune_is_not_worse_than_scratch():
     assert tuned <= scratch + MARGIN, (tuned, scratch)
 
 
+def test_phase_two_starts_at_the_nets_own_rate():
+    # A convolutional net diverged at the MLPs' 2e-2 (chance-level error
+    # after fine-tuning GR's CIFAR net, zoo/results/finetune_conv): full_lr
+    # left out is the net's kind's, given it is the caller's.
+    conv = zoo.resnet_cifar(n=1, input_shape=(8, 8, 1), classes=3)
+    dense = zoo.gresnet_mlp(depth=2, input_shape=(64,), classes=3)
+    assert finetune.default_full_lr(conv) == finetune.CONV_FULL_LR == 1e-3
+    assert finetune.default_full_lr(dense) == finetune.DENSE_FULL_LR == 2e-2
+    rng = np.random.default_rng(0)
+    for model, shape in ((conv, (8, 8, 1)), (dense, (64,))):
+        x, y = rng.random((8, *shape), dtype="float32"), rng.integers(0, 2, 8)
+        for given, expected in ((None, finetune.default_full_lr(model)), (5e-3, 5e-3)):
+            _, history = finetune.finetune(model, (x, y), classes=2, head_epochs=0,
+                                           full_epochs=1, full_lr=given, verbose=0)
+            assert history["full"]["learning_rate"][0] == pytest.approx(expected), model.name
+
+
 def test_head_phase_trains_only_the_head(task):
     before = values(task.model)
     net, history = finetune.finetune(task.model, task.few, classes=5, head_epochs=5,
