@@ -274,9 +274,11 @@ def table(args, errors, defaults):
                 )
     budget = defaults["head_epochs"] + defaults["full_epochs"]
     recipe = NETS[args.net]["recipe"]
+    lines.append("")
+    if "old" in args.methods:
+        lines.append(f"- old defaults: "
+                     f"`finetune({', '.join(f'{k}={v!r}' for k, v in OLD_DEFAULTS.items())})`.")
     lines += [
-        "",
-        f"- old defaults: `finetune({', '.join(f'{k}={v!r}' for k, v in OLD_DEFAULTS.items())})`.",
         f"- new defaults: `finetune()` with no arguments, today "
         f"`{', '.join(f'{k}={v!r}' for k, v in defaults.items())}`.",
         f"- scratch: `{args.net}` from random weights, its paper's optimizer and learning "
