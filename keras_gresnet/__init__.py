@@ -16,7 +16,7 @@ _SUBMODULES = (
 # ``from keras_gresnet import recipes`` still works.
 _MOVED = {
     "recipes": "keras_gresnet.training.recipes",
-    "distributed": "keras_gresnet.training.multiworker",
+    "distributed": "keras_gresnet.training.backends.tensorflow_multiworker",
 }
 __all__ = [*_SUBMODULES, "__version__", "decode_predictions", "load_model"]
 

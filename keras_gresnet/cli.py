@@ -661,8 +661,8 @@ def _environment_error(command, error):
 def _joined_jax_cluster():
     """Whether this process joined a JAX cluster (without importing the
     training package when it was never imported)."""
-    strategies = sys.modules.get("keras_gresnet.training.strategies")
-    return strategies is not None and strategies.joined_jax_cluster()
+    jax_backend = sys.modules.get("keras_gresnet.training.backends.jax")
+    return jax_backend is not None and jax_backend.joined_cluster()
 
 
 if __name__ == "__main__":

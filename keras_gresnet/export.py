@@ -25,25 +25,6 @@ from keras_gresnet.files import on_sigterm_raise, pid_alive
 FORMATS = ("tf_saved_model", "onnx", "litert")
 # What each format is: a folder, or a file with this suffix.
 SUFFIXES = {"tf_saved_model": "", "onnx": ".onnx", "litert": ".tflite"}
-# The Keras backends whose model.export writes each format here, and the
-# modules it needs there as (module, pip package). The torch backend writes a
-# SavedModel through torch_xla, whose releases do not follow torch 2.13; JAX
-# has no LiteRT converter in Keras.
-TOOLCHAINS = {
-    "tf_saved_model": {
-        "tensorflow": (),
-        "jax": (("tensorflow", "tensorflow"),),
-    },
-    "onnx": {
-        "tensorflow": (("tf2onnx", "tf2onnx"), ("onnx", "onnx")),
-        "jax": (("jax2onnx", "jax2onnx"),),
-        "torch": (("onnx", "onnx"),),
-    },
-    "litert": {
-        "tensorflow": (),
-        "torch": (("litert_torch", "litert-torch"),),
-    },
-}
 # The runtime that loads each format back: alternatives, first found wins.
 RUNTIMES = {
     "tf_saved_model": (("tensorflow", "tensorflow"),),
@@ -87,8 +68,10 @@ def check_format(format, backend=None, argument="format"):
 
     if format not in FORMATS:
         raise ValueError(f"Unknown {argument} {format!r}; accepted: {_accepted()}")
+    from keras_gresnet.training.backends import exports  # each backend's toolchains
+
     backend = backend or keras.backend.backend()
-    backends = TOOLCHAINS[format]
+    backends = exports()[format]
     if backend not in backends:
         raise ValueError(
             f"{argument} {format!r} exports on the {' or '.join(backends)} backend only, not "
@@ -169,8 +152,8 @@ def export(model, out, format="tf_saved_model", **kwargs):
             ``safe_mode=True``).
         out: the artefact, which must not exist: a folder for
             ``"tf_saved_model"``, a ``.onnx`` or ``.tflite`` file.
-        format: one of :data:`FORMATS`; :data:`TOOLCHAINS` lists the backends
-            and packages each needs.
+        format: one of :data:`FORMATS`; :func:`keras_gresnet.training.backends.exports`
+            lists the backends and packages each needs.
         **kwargs: passed to ``model.export`` (``input_signature``,
             ``opset_version``, LiteRT converter options...).
     """

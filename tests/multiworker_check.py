@@ -26,7 +26,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from keras_gresnet import data, training  # noqa: E402
-from keras_gresnet.training import multiworker  # noqa: E402
+from keras_gresnet.training.backends import tensorflow_multiworker as multiworker  # noqa: E402
 
 # The run both workers train, and the single-process reference with the same
 # global batch (test_distributed.py imports these).

@@ -4,8 +4,11 @@ device, and what works without TensorFlow. CI also runs the backend-neutral
 tests on JAX and on PyTorch (``make test-backends``) and the TensorFlow-free
 check in a venv without TensorFlow (``make test-tf-free``)."""
 
+import importlib
+import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,19 +16,19 @@ from pathlib import Path
 import keras
 import pytest
 
-from keras_gresnet import cli, training
-from keras_gresnet.training import strategies
+from keras_gresnet import cli, export, training
+from keras_gresnet.training import backends, fitting
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_each_backend_has_its_strategies_and_refuses_the_others():
-    resolve = strategies.resolve_strategy
+    resolve = backends.resolve_strategy
     assert resolve("mirrored", backend="tensorflow") == "mirrored"
     assert resolve("mirrored", backend="jax") == "data_parallel"  # the same idea on JAX
     assert resolve("data_parallel", backend="jax") == "data_parallel"
     assert resolve("auto", backend="torch") == "auto"
-    cluster = strategies.resolve_cluster("127.0.0.1:1,127.0.0.1:2", 0, environ={})
+    cluster = training.resolve_cluster("127.0.0.1:1,127.0.0.1:2", 0, environ={})
     for backend in ("tensorflow", "jax"):  # JAX's: Keras' DataParallel across processes
         assert resolve("auto", cluster, backend=backend) == "multi_worker"
         with pytest.raises(ValueError, match="strategy='multi_worker' needs a cluster"):
@@ -37,7 +40,38 @@ def test_each_backend_has_its_strategies_and_refuses_the_others():
             resolve(name, backend=backend)
         message = str(error.value)
         assert "\n" not in message and f"the {backend} backend" in message
-        assert str(list(strategies.backend_strategies(backend))) in message
+        assert str(list(backends.backend_strategies(backend))) in message
+
+
+def test_each_backend_is_one_module_with_the_whole_protocol():
+    """Every Keras backend that trains is one module with every member of
+    ``backends.Backend`` (the same parameters), its loops are complete
+    ``TrainingLoop``s, and no other training module branches on the backend."""
+    protocol = backends.Backend
+    functions = {name: inspect.signature(member) for name, member in vars(protocol).items()
+                 if inspect.isfunction(member) and not name.startswith("_")}
+    assert {"make_strategy", "start", "sync_batchnorm", "resolve_strategy"} <= set(functions)
+    loops = set()
+    for name in backends.NAMES:
+        module = backends.get(name)
+        assert module.__name__ == f"keras_gresnet.training.backends.{name}"
+        for member, signature in functions.items():
+            assert list(inspect.signature(getattr(module, member)).parameters) == \
+                list(signature.parameters)[1:], (name, member)
+        assert set(module.STRATEGIES) <= set(backends.STRATEGIES)
+        assert set(module.EXPORTS) <= set(export.FORMATS)
+        assert isinstance(module.SYNCHRONIZED_LAYERS, bool)
+        loops |= {v for v in vars(module).values()
+                  if isinstance(v, type) and issubclass(v, fitting.TrainingLoop)}
+    loops.add(importlib.import_module(
+        "keras_gresnet.training.backends.tensorflow_multiworker").MultiWorkerLoop)
+    assert len(loops) >= 4 and not any(inspect.isabstract(loop) for loop in loops)
+    with pytest.raises(ValueError, match="KERAS_BACKEND"):
+        backends.get("numpy")
+    branching = re.compile(r"backend\(\) *(==|!=|in) ")
+    training_dir = Path(training.__file__).parent
+    for path in training_dir.glob("*.py"):
+        assert not branching.search(path.read_text()), path.name
 
 
 def test_sync_batchnorm_where_the_backend_can_and_only_there():

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from keras_gresnet import cli, data, training
-from keras_gresnet.training import multiworker
+from keras_gresnet.training.backends import tensorflow_multiworker as multiworker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from helpers import (  # noqa: E402

@@ -206,7 +206,7 @@ def test_a_bad_share_is_refused(index, count, message):
 
 
 def test_a_batch_that_does_not_split_over_the_devices_is_refused():
-    from keras_gresnet.training.fitting import check_even_batches
+    from keras_gresnet.training.backends.jax import check_even_batches
 
     check_even_batches({"training": 100, "test": 40}, 32, 2)  # 4 and 8 split
     with pytest.raises(ValueError) as error:

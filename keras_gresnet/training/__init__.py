@@ -10,10 +10,12 @@ epoch.
 
 Modules: :mod:`~keras_gresnet.training.recipes` (the papers' recipes),
 :mod:`~keras_gresnet.training.config` (the run's config and model),
-:mod:`~keras_gresnet.training.strategies` (strategies by name, the cluster),
+:mod:`~keras_gresnet.training.cluster` (a multi-worker run's cluster),
+:mod:`~keras_gresnet.training.backends` (one module per Keras backend: its
+strategies, loops, BatchNorm-sync policy and export formats),
 :mod:`~keras_gresnet.training.runs` (the run folder),
-:mod:`~keras_gresnet.training.fitting` (``model.fit`` in one process),
-:mod:`~keras_gresnet.training.multiworker` (the multi-worker loop),
+:mod:`~keras_gresnet.training.fitting` (the training loop; ``model.fit`` in
+one process),
 :mod:`~keras_gresnet.training.tensorboard` (a run's TensorBoard logs),
 :mod:`~keras_gresnet.training.evaluation` (testing a run),
 :mod:`~keras_gresnet.training.runner` (:func:`train`).
@@ -31,9 +33,9 @@ from keras_gresnet.training.runs import (
     BACKUP, RUN_FILES, EpochBackup, RunLogger, gate_rows, load_run, read_gates,
     read_history, read_results, run_folder, write_results,
 )
-from keras_gresnet.training.strategies import (
-    STRATEGIES, Cluster, WorkerLost, local_workers, make_strategy, parse_workers,
-    resolve_cluster,
+from keras_gresnet.training.backends import STRATEGIES, make_strategy
+from keras_gresnet.training.cluster import (
+    Cluster, WorkerLost, local_workers, parse_workers, resolve_cluster,
 )
 from keras_gresnet.training.tensorboard import TENSORBOARD, RunTensorBoard, check_tensorboard
 

@@ -18,8 +18,8 @@ from keras_gresnet import data, zoo
 from keras_gresnet._cpu import cpu_info
 from keras_gresnet._checks import check_choice
 from keras_gresnet._options import DTYPE_POLICIES, RunOptions  # noqa: F401 (DTYPE_POLICIES: training's)
-from keras_gresnet.training import recipes
-from keras_gresnet.training.strategies import resolve_strategy, sync_batchnorm
+from keras_gresnet.training import backends, recipes
+from keras_gresnet.training.backends import resolve_strategy, sync_batchnorm
 
 # The MNIST family's images (MNIST, Fashion-MNIST).
 MNIST_SHAPE = (28, 28, 1)
@@ -27,18 +27,7 @@ MNIST_SHAPE = (28, 28, 1)
 
 def has_accelerator():
     """Whether the Keras backend computes on a GPU or TPU here (not the CPU)."""
-    backend = keras.backend.backend()
-    if backend == "torch":
-        import torch
-
-        return torch.cuda.is_available()
-    if backend == "jax":
-        import jax
-
-        return jax.default_backend() != "cpu"
-    import tensorflow as tf
-
-    return bool(tf.config.list_physical_devices("GPU") or tf.config.list_physical_devices("TPU"))
+    return backends.get().has_accelerator()
 
 
 def precision_note(dtype_policy, cpu=None):
@@ -153,32 +142,10 @@ def resolve_config(model, *, model_kwargs=None, cluster=None, **options):
     strategy = _check_strategy(run.strategy, cluster)
     config = dict(model=model, model_kwargs=_check_model_kwargs(model_kwargs))
     config.update(run.config(), dataset=dataset, recipe=recipe.get_config(), strategy=strategy,
-                  sync_batchnorm=_check_sync_batchnorm(run.sync_batchnorm, strategy))
+                  sync_batchnorm=backends.get().sync_batchnorm(run.sync_batchnorm, strategy))
     config.update(num_workers=cluster.num_workers if cluster is not None else 1,
                   command=list(sys.argv), versions=_versions())
     return config
-
-
-def _check_sync_batchnorm(sync_batchnorm, strategy):
-    """``sync_batchnorm`` (``None``, ``True`` or ``False``) as a bool for
-    ``strategy``: ``None`` is the strategy's own way."""
-    if strategy == "data_parallel" or (strategy == "multi_worker"
-                                       and keras.backend.backend() == "jax"):
-        if sync_batchnorm is False:
-            raise ValueError(
-                f"sync_batchnorm=False is not available with strategy={strategy!r} on JAX "
-                f"(Keras' DataParallel, one SPMD program): its BatchNorm statistics always "
-                f"cover the global batch; per-replica statistics need "
-                f"KERAS_BACKEND=tensorflow with strategy='mirrored' or 'multi_worker'"
-            )
-        return True
-    if sync_batchnorm and keras.backend.backend() != "tensorflow":
-        raise ValueError(
-            f"sync_batchnorm=True is not available on the {keras.backend.backend()} backend "
-            f"with strategy={strategy!r} (one device: there is nothing to synchronise); "
-            f"on JAX use strategy='data_parallel', on TensorFlow 'mirrored' or 'multi_worker'"
-        )
-    return bool(sync_batchnorm)
 
 
 def _versions():
@@ -221,7 +188,7 @@ def build_model(config, input_shape, num_classes):
     # Keras' synchronized BatchNorm is TensorFlow's; JAX's data_parallel and
     # multi_worker compute global statistics by themselves.
     sync_batchnorm(model, config.get("sync_batchnorm", False)
-                   and keras.backend.backend() == "tensorflow")
+                   and backends.get().SYNCHRONIZED_LAYERS)
     return model
 
 

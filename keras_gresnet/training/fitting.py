@@ -1,11 +1,26 @@
-"""Training in one process with Keras' own ``model.fit``: on one device,
-under ``MirroredStrategy`` (TensorFlow) or Keras' ``DataParallel`` (JAX):
-every strategy but ``"multi_worker"``, whose loop is
-:class:`keras_gresnet.training.multiworker.MultiWorkerLoop`."""
+"""The training loop of a run, and Keras' own ``model.fit`` in one process.
 
+:class:`TrainingLoop` is what :func:`keras_gresnet.training.train` asks of a
+loop, with the one-process answers; :class:`FitLoop` trains with
+``model.fit`` on one device or one process's devices. Each backend's module
+(:mod:`keras_gresnet.training.backends`) picks the loop of a strategy, and
+the loops of a cluster are theirs: TensorFlow's
+:class:`~keras_gresnet.training.backends.tensorflow_multiworker.MultiWorkerLoop`,
+JAX's :class:`~keras_gresnet.training.backends.jax.MultiProcessLoop`.
+"""
+
+import abc
 import contextlib
 
-from keras_gresnet.training.strategies import DataParallel, SingleDevice, make_strategy
+
+class SingleDevice:
+    """The strategy of a run on one device of a backend without
+    ``tf.distribute`` (JAX, PyTorch): one replica, no scope of its own."""
+
+    num_replicas_in_sync = 1
+
+    def scope(self):
+        return contextlib.nullcontext()
 
 
 def compile_options(backend=None):
@@ -24,52 +39,25 @@ def compile_options(backend=None):
     return {"jit_compile": "auto"}
 
 
-def check_even_batches(sizes, global_batch_size, devices):
-    """Refuse a set of ``sizes`` (``{"training": examples, ...}``) whose last,
-    partial batch does not split evenly over ``devices``: Keras'
-    ``DataParallel`` gives every device an equal share of each batch (JAX's
-    sharding cannot split 2 examples over 3 devices)."""
-    for name, size in sizes.items():
-        remainder = size % global_batch_size
-        if remainder % devices:
-            raise ValueError(
-                f"the {name} set's last batch holds {remainder} of its {size} examples, "
-                f"which does not split evenly over {devices} devices (Keras' DataParallel "
-                f"gives each an equal share); choose sizes (max_train_examples, "
-                f"max_test_examples, validation_split) or batch_size so that every last "
-                f"batch is a multiple of {devices}"
-            )
+class TrainingLoop(abc.ABC):
+    """What :func:`keras_gresnet.training.train` asks of a training loop, in
+    the order it asks: :meth:`check_data`, :meth:`restore`, :meth:`prepare`,
+    :meth:`chief_callbacks`, :meth:`fit`, :meth:`evaluate`. The methods with
+    a body are one process's answers; a cluster's loop overrides them.
+    ``strategy``: the run's strategy (``num_replicas_in_sync``, ``scope()``);
+    ``chief``: whether this process reads and writes the run folder."""
 
-
-class FitLoop:
-    """What :func:`keras_gresnet.training.train` does in one process: check
-    the run folder, make the strategy, then train with ``model.fit`` and test
-    with ``model.evaluate``. Made by :meth:`start`; the same methods as
-    :class:`~keras_gresnet.training.multiworker.MultiWorkerLoop`."""
-
-    chief = True  # the one process reads and writes the run folder
+    chief = True
 
     def __init__(self, strategy):
         self.strategy = strategy
         self.model = None
 
-    @classmethod
-    def start(cls, name, check_folder):
-        """``check_folder()`` (``True``: the run resumes; raises when the
-        folder is refused), then the strategy ``name``
-        (:func:`~keras_gresnet.training.make_strategy`). Returns
-        ``(loop, resumed)``."""
-        resumed = check_folder()
-        return cls(make_strategy(name)), resumed
-
     def check_data(self, num_examples, global_batch_size, evaluated=None):
-        """``num_examples`` training examples in global batches of
+        """Refuse, before anything is written, data this loop cannot split:
+        ``num_examples`` training examples in global batches of
         ``global_batch_size``, and the sets ``evaluated`` (``{"test": size,
-        ...}``) in batches of the same size: under Keras' ``DataParallel``
-        every batch must split evenly over the devices; any is fine else."""
-        if isinstance(self.strategy, DataParallel):
-            check_even_batches({"training": num_examples, **(evaluated or {})},
-                               global_batch_size, self.strategy.num_replicas_in_sync)
+        ...}``) in batches of the same size. One process: any is fine."""
 
     def restore(self, backup, model, resumed):
         """Load the newest checkpoint of ``backup`` (a
@@ -82,34 +70,68 @@ class FitLoop:
         return list(callbacks)
 
     def prepare(self, model, initial_epoch):
-        """Take the built, compiled ``model``; returns ``initial_epoch``."""
+        """Take the built, compiled ``model``; returns the first epoch to
+        train (the same on every process)."""
         self.model = model
         return initial_epoch
 
-    def evaluate(self, dataset):
-        """``{"loss", "accuracy"}`` over ``dataset``, every replica with the
-        BatchNorm statistics of replica 0: the model that is saved."""
-        if not isinstance(self.strategy, (SingleDevice, DataParallel)):
-            from keras_gresnet.training.multiworker import share_statistics
+    @abc.abstractmethod
+    def fit(self, dataset, *, epochs, initial_epoch, steps_per_epoch, validation_data,
+            callbacks, verbose, num_examples, global_batch_size):
+        """Train the epochs ``initial_epoch .. epochs - 1`` of ``dataset``
+        (each ``steps_per_epoch`` global batches of ``global_batch_size`` out
+        of ``num_examples`` examples), calling the Keras ``callbacks`` as
+        ``model.fit`` does."""
 
-            share_statistics(self.strategy, self.model)
-        with self._scope():
-            return self.model.evaluate(dataset, verbose=0, return_dict=True)
+    @abc.abstractmethod
+    def evaluate(self, dataset):
+        """``{"loss", "accuracy"}`` over ``dataset``, of the model that the
+        chief saves."""
+
+
+class FitLoop(TrainingLoop):
+    """Keras' ``model.fit`` and ``model.evaluate`` in one process, under a
+    strategy that needs no scope at run time (one device; a
+    ``tf.distribute`` strategy enters its own). Made by :meth:`start`."""
+
+    @classmethod
+    def start(cls, make_strategy, check_folder):
+        """``check_folder()`` (``True``: the run resumes; raises when the
+        folder is refused), then the strategy, ``make_strategy()``. Returns
+        ``(loop, resumed)``."""
+        resumed = check_folder()
+        return cls(make_strategy()), resumed
 
     def _scope(self):
-        """Keras' distribution must be in force while JAX runs the model too;
-        a ``tf.distribute`` strategy enters its scope by itself."""
-        if isinstance(self.strategy, DataParallel):
-            return self.strategy.scope()
+        """What is in force while the model runs (a backend's loop may need
+        its distribution there)."""
         return contextlib.nullcontext()
+
+    def evaluate(self, dataset):
+        """``model.evaluate`` over ``dataset``."""
+        with self._scope():
+            return self.model.evaluate(dataset, verbose=0, return_dict=True)
 
     def fit(self, dataset, *, epochs, initial_epoch, steps_per_epoch, validation_data,
             callbacks, verbose, num_examples=None, global_batch_size=None):
         """``model.fit`` over ``dataset``, the epochs ``initial_epoch ..
-        epochs - 1`` (``num_examples`` and ``global_batch_size``: what the
-        multi-worker loop needs, not used here)."""
+        epochs - 1`` (``num_examples`` and ``global_batch_size``: what a
+        cluster's loop needs, not used here)."""
         with self._scope():
             self.model.fit(  # shuffle=False: the pipeline shuffles (seeded)
                 dataset, epochs=epochs, initial_epoch=initial_epoch,
                 steps_per_epoch=steps_per_epoch, validation_data=validation_data,
                 callbacks=callbacks, verbose=verbose, shuffle=False)
+
+
+def refuse_sync_batchnorm(requested, strategy, backend):
+    """The BatchNorm-sync policy of a backend with one device only:
+    ``sync_batchnorm`` is ``False`` (``None`` means so), ``True`` is refused
+    in one line."""
+    if requested:
+        raise ValueError(
+            f"sync_batchnorm=True is not available on the {backend} backend "
+            f"with strategy={strategy!r} (one device: there is nothing to synchronise); "
+            f"on JAX use strategy='data_parallel', on TensorFlow 'mirrored' or 'multi_worker'"
+        )
+    return False

@@ -18,13 +18,13 @@ import keras
 from keras_gresnet import data, zoo
 from keras_gresnet._cpu import cpu_info
 from keras_gresnet.layers import gate_layers
-from keras_gresnet.training import runs
+from keras_gresnet.training import backends, runs
+from keras_gresnet.training.cluster import resolve_cluster
 from keras_gresnet.training.config import (
     build_model, dtype_policy_scope, inference_copy, resolve_config,
 )
-from keras_gresnet.training.fitting import FitLoop, compile_options
+from keras_gresnet.training.fitting import compile_options
 from keras_gresnet.training.recipes import Recipe
-from keras_gresnet.training.strategies import resolve_cluster
 from keras_gresnet.training.tensorboard import TENSORBOARD, RunTensorBoard, check_tensorboard
 
 
@@ -55,7 +55,7 @@ def train(model, *, out=None, overwrite=False, verbose="auto", workers=None,
             unless ``overwrite``.
         verbose: Keras' ``fit`` verbosity (``"auto"``: a progress bar).
         workers, worker_index: a multi-worker cluster
-            (:mod:`keras_gresnet.training.multiworker`): every worker's
+            (:mod:`keras_gresnet.training.cluster`): every worker's
             ``host:port``, the same list on every worker, and this worker's
             index in it. They write ``TF_CONFIG``; a ``TF_CONFIG`` already set
             does the same.
@@ -80,7 +80,7 @@ def train(model, *, out=None, overwrite=False, verbose="auto", workers=None,
     Raises:
         TrainingDiverged: the loss became NaN or infinite (the run folder keeps
             its history and backup, no model.keras).
-        keras_gresnet.training.multiworker.WorkerLost: a multi-worker run lost
+        keras_gresnet.training.WorkerLost: a multi-worker run lost
             a worker; start every worker again with the same command to resume.
     """
     if not isinstance(tensorboard, bool):
@@ -136,21 +136,13 @@ def _train(config, cluster, out, overwrite, verbose, tensorboard):
 
 
 def _start(config, cluster, out, overwrite):
-    """The run's training loop and whether it resumes: the run folder is
-    checked, and the strategy made (first, before any other TensorFlow op, on
-    a cluster)."""
+    """The run's training loop (its backend's, for its strategy) and whether
+    it resumes: the run folder is checked, and the strategy made (first,
+    before any other TensorFlow op, on a cluster)."""
     def check_folder():
         return runs.check_folder(out, config, overwrite)
 
-    if config["strategy"] == "multi_worker" and keras.backend.backend() == "jax":
-        from keras_gresnet.training.multiprocess import MultiProcessLoop
-
-        return MultiProcessLoop.join(cluster, check_folder, out)
-    if config["strategy"] == "multi_worker":
-        from keras_gresnet.training.multiworker import MultiWorkerLoop
-
-        return MultiWorkerLoop.join(cluster, check_folder, out)
-    return FitLoop.start(config["strategy"], check_folder)
+    return backends.get().start(config["strategy"], cluster, check_folder, out)
 
 
 def _data(config, recipe, loop):
@@ -250,9 +242,4 @@ def _results(test, net, history, initial_epoch, seconds):
 def _machine():
     """The CPU and backend threads the finishing process trained on (a
     timing means nothing without them)."""
-    machine = cpu_info()
-    if keras.backend.backend() == "torch":
-        import torch
-
-        machine["torch_threads"] = torch.get_num_threads()
-    return machine
+    return {**cpu_info(), **backends.get().runtime()}

@@ -1,11 +1,11 @@
-"""Training across machines: the loop of ``strategy="multi_worker"``
+"""TensorFlow across machines: the loop of ``strategy="multi_worker"``
 (``tf.distribute.MultiWorkerMirroredStrategy``), and the collective ops it needs.
 
 ``model.fit`` does not run under MultiWorkerMirroredStrategy with Keras 3.15
 and TensorFlow 2.21: its symbolic build fails ("Attempt to convert a value
 (PerReplica...) to a Tensor"), and past that its metric reduction does. So
 :func:`keras_gresnet.training.train` keeps ``model.fit`` on one device and
-under MirroredStrategy (:mod:`keras_gresnet.training.fitting`), and for
+under MirroredStrategy (:mod:`keras_gresnet.training.backends.tensorflow`), and for
 ``strategy="multi_worker"`` runs :class:`Trainer` (through
 :class:`MultiWorkerLoop`). It uses the same model, recipe, optimizer,
 callbacks and run folder. Its training step is written with ``strategy.run``
@@ -13,9 +13,10 @@ and ``tf.GradientTape``. The Keras optimizer's ``apply_gradients`` sums the
 gradients over all replicas with TensorFlow's collective ops, as it does
 under ``fit``.
 
-Cluster: :func:`resolve_cluster` and :func:`make_strategy`
-(:mod:`keras_gresnet.training.strategies`, whose names this module also
-carries).
+Cluster: :func:`~keras_gresnet.training.cluster.resolve_cluster` (whose
+names this module also carries, for ``keras_gresnet.distributed``) and
+:func:`~keras_gresnet.training.backends.tensorflow.make_strategy`, which
+makes the strategy this loop trains under.
 
 Data (:func:`distribute`): every worker builds the same seeded pipeline of
 global batches, and ``tf.data``'s ``AutoShardPolicy.DATA`` gives each worker
@@ -37,15 +38,16 @@ import weakref
 import keras
 import tensorflow as tf
 
-from keras_gresnet.training.strategies import (  # noqa: F401 (the cluster's names, here too)
-    TRAINING_JOBS, Cluster, agree_on_folder, local_workers, make_strategy, parse_workers,
-    resolve_cluster, WorkerLost, sync_batchnorm,
+from keras_gresnet.training.backends import sync_batchnorm  # noqa: F401 (here too)
+from keras_gresnet.training.cluster import (  # noqa: F401 (the cluster's names, here too)
+    TRAINING_JOBS, Cluster, WorkerLost, agree_on_folder, local_workers, parse_workers,
+    resolve_cluster,
 )
+from keras_gresnet.training.fitting import TrainingLoop
 
 # Errors of a collective op whose peer died or stopped answering.
 _PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError,
                 tf.errors.CancelledError, tf.errors.DeadlineExceededError)
-
 
 
 def _local_replicas(strategy):
@@ -311,25 +313,25 @@ class Trainer:
         return logs
 
 
-class MultiWorkerLoop:
-    """What :func:`keras_gresnet.training.train` does on a cluster: join it,
-    agree on the run folder, give every worker the chief's state, then train
-    and test with :class:`Trainer`. Made by :meth:`join`; ``chief``: whether
-    this process is the chief (the only one that reads and writes the run
-    folder)."""
+class MultiWorkerLoop(TrainingLoop):
+    """What :func:`keras_gresnet.training.train` does on a TensorFlow
+    cluster: join it, agree on the run folder, give every worker the chief's
+    state, then train and test with :class:`Trainer`. Made by :meth:`join`;
+    ``chief``: whether this process is the chief (the only one that reads
+    and writes the run folder)."""
 
     def __init__(self, strategy, chief):
-        self.strategy = strategy
+        super().__init__(strategy)
         self.chief = chief
         self.trainer = None
 
     @classmethod
-    def join(cls, cluster, check_folder, out):
-        """Start the multi-worker strategy (before any other TensorFlow op, as
-        it requires); the chief calls ``check_folder()`` (``True``: the run in
-        ``out`` resumes; ``ValueError``: refused) and every worker learns its
-        verdict. Returns ``(loop, resumed)``."""
-        strategy = make_strategy("multi_worker", cluster)
+    def join(cls, strategy, cluster, check_folder, out):
+        """Under ``strategy``, ``cluster``'s ``MultiWorkerMirroredStrategy``
+        (made before any other TensorFlow op, as it requires), the chief
+        calls ``check_folder()`` (``True``: the run in ``out`` resumes;
+        ``ValueError``: refused) and every worker learns its verdict.
+        Returns ``(loop, resumed)``."""
         chief = cluster.is_chief
 
         def broadcast(*verdict):
@@ -349,13 +351,10 @@ class MultiWorkerLoop:
         returns its epoch count (0 if none, and on the other workers)."""
         return backup.restore(model) if self.chief and resumed else 0
 
-    def chief_callbacks(self, callbacks):
-        """``callbacks`` that only the chief runs, as it runs them."""
-        return list(callbacks)
-
     def prepare(self, model, initial_epoch):
         """Take the built, compiled ``model`` and give every worker the chief's
         weights, optimizer state and ``initial_epoch``; returns that epoch."""
+        self.model = model
         self.trainer = Trainer(model, self.strategy, self.chief)
         return broadcast_state(self.strategy, model, initial_epoch, self.chief)
 
