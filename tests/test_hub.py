@@ -431,3 +431,158 @@ def test_a_silent_hub_times_out(monkeypatch, hf_cache, tmp_path, source):
             connection.close()
         server.close()
         huggingface_hub.close_session()
+
+
+class FakeHub:
+    """A stand-in for the Hub's HTTP API on the loopback: the listing
+    (``/api/models/owner/name[/revision/REV]``, its tree) and the files
+    (``/owner/name/resolve/REV/FILE``) of one preset ``folder`` at
+    :data:`COMMIT`. ``weights``: ``"ok"``, ``"endless"`` (a stream past the
+    listed size) or ``"trickle"`` (a byte every 0.3 s: never a read
+    timeout of 1 s)."""
+
+    def __init__(self, folder, weights="ok"):
+        import http.server
+        import threading
+
+        files = {p.name: p.read_bytes() for p in Path(folder).iterdir()}
+        hub_ = self
+        self.requests, self.stop = [], threading.Event()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                hub_.requests.append(self.path)
+
+            def _send(self, body, file=None, length=None):
+                self.send_response(200)
+                self.send_header("X-Repo-Commit", COMMIT)
+                if file is not None:
+                    self.send_header("ETag", f'"{hashlib.sha256(body).hexdigest()}"')
+                self.send_header("Content-Length", str(len(body) if length is None else length))
+                self.end_headers()
+
+            def _file(self):
+                parts = self.path.split("?")[0].split("/")
+                return parts[-1] if "resolve" in parts else None
+
+            def do_HEAD(self):
+                file = self._file()
+                self._send(files[file], file)
+
+            def do_GET(self):
+                file = self._file()
+                if file is None:
+                    listing = [{"type": "file", "path": k, "size": len(v), "oid": "b" * 40}
+                               for k, v in files.items()]
+                    body = json.dumps(listing if "/tree/" in self.path else dict(
+                        id="owner/name", sha=COMMIT, siblings=[
+                            dict(rfilename=k, size=len(v)) for k, v in files.items()]))
+                    self._send(body.encode())
+                    self.wfile.write(body.encode())
+                    return
+                body = files[file]
+                if file != presets.PRESET_WEIGHTS or weights == "ok":
+                    self._send(body, file)
+                    self.wfile.write(body)
+                    return
+                self._send(body, file, length=10**12)
+                try:
+                    while not hub_.stop.is_set():
+                        if weights == "endless":
+                            self.wfile.write(b"\0" * 65536)
+                        else:
+                            self.wfile.write(b"\0")
+                            self.wfile.flush()
+                            hub_.stop.wait(0.3)
+                except OSError:
+                    pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def online(monkeypatch, hf_cache):
+    """The client online, against whatever endpoint the test serves, with a
+    read timeout of 1 s."""
+    def connect(endpoint):
+        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DOWNLOAD_TIMEOUT", 1)
+        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_ETAG_TIMEOUT", 1)
+        # What HF_ENDPOINT sets when the client is imported.
+        monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", endpoint)
+        monkeypatch.setattr(huggingface_hub.constants, "HUGGINGFACE_CO_URL_TEMPLATE",
+                            endpoint + "/{repo_id}/resolve/{revision}/{filename}")
+        monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+        huggingface_hub.close_session()
+    yield connect
+    huggingface_hub.close_session()
+
+
+def _partial_files(cache):
+    return [p for p in Path(cache).rglob("*") if p.is_file() and p.suffix == ".incomplete"]
+
+
+def test_an_online_preset_comes_file_by_file_from_one_commit(tmp_path, hf_cache, online,
+                                                             source, x):
+    zoo.save_preset(source, tmp_path / "preset", builder="gresnet_mlp", builder_kwargs=MLP)
+    with FakeHub(tmp_path / "preset") as endpoint:
+        online(endpoint)
+        model = zoo.from_preset("hf://owner/name")
+    np.testing.assert_array_equal(_outputs(model, x), _outputs(source, x))
+    repo = hf_cache / "models--owner--name"
+    assert (repo / "refs" / "main").read_text() == COMMIT  # offline later: the same files
+    assert sorted(p.name for p in (repo / "snapshots" / COMMIT).iterdir()) == sorted(
+        hub.PRESET_FILES)
+
+
+@pytest.mark.parametrize("weights, why", [("endless", "sent more than the"),
+                                          ("trickle", "took longer than")])
+def test_a_preset_download_is_bounded_in_size_and_time(tmp_path, hf_cache, online, source,
+                                                       weights, why):
+    """A server that streams past the listed size (it would fill the disk)
+    or trickles (never tripping the per-read timeout) is stopped, with one
+    line naming the file's URL, and leaves no partial file."""
+    import time
+
+    zoo.save_preset(source, tmp_path / "preset", builder="gresnet_mlp", builder_kwargs=MLP)
+    size = (tmp_path / "preset" / presets.PRESET_WEIGHTS).stat().st_size
+    with FakeHub(tmp_path / "preset", weights=weights) as endpoint:
+        online(endpoint)
+        start = time.monotonic()
+        with pytest.raises(hub.HubError, match=why) as error:
+            zoo.from_preset("hf://owner/name")
+        took = time.monotonic() - start
+    message = str(error.value)
+    assert "\n" not in message and f"/owner/name/resolve/{COMMIT}/model.weights.h5" in message
+    assert _partial_files(hf_cache) == []
+    on_disk = sum(p.stat().st_size for p in Path(hf_cache).rglob("*") if p.is_file())
+    assert on_disk < 10 * size + 2**20  # the endless stream sends ~GB/s here
+    # The deadline is 1 s + size / 32 KiB/s; the listing and the small files
+    # come first, each under the 1 s read timeout.
+    assert took < 30 + size / hub.MIN_RATE
+
+
+def test_a_listed_size_over_the_bound_is_refused_before_any_file(tmp_path, hf_cache, online,
+                                                                 source, monkeypatch):
+    zoo.save_preset(source, tmp_path / "preset", builder="gresnet_mlp", builder_kwargs=MLP)
+    monkeypatch.setattr(hub, "MAX_WEIGHTS_BYTES", 1000)
+    fake = FakeHub(tmp_path / "preset")
+    with fake as endpoint:
+        online(endpoint)
+        with pytest.raises(hub.HubError, match="a preset file is at most 1,000"):
+            zoo.from_preset("hf://owner/name")
+    assert not any("/resolve/" in r for r in fake.requests)
+    assert not (hf_cache / "models--owner--name" / "blobs").exists()

@@ -8,13 +8,18 @@ writes and loads the preset itself, with the same checks as a local folder.
 checked without it, and this module imports neither it nor Keras.
 """
 
+import _thread
+import contextlib
 import json
 import os
 import re
 import sys
+import threading
+import time
+from pathlib import Path
 
 from keras_gresnet._version import __version__
-from keras_gresnet.weights.download import sha256_of
+from keras_gresnet.weights.download import MIN_RATE, sha256_of
 from keras_gresnet.weights.fitting import PRESET_CONFIG, PRESET_METADATA, PRESET_WEIGHTS
 from keras_gresnet.weights.registry import model_card, read_registry
 
@@ -22,6 +27,11 @@ HF_SCHEME = "hf://"
 INSTALL_HINT = 'pip install "keras-gresnet[hub]"'
 README = "README.md"  # the repository's model card, as the Hub shows it
 PRESET_FILES = (PRESET_CONFIG, PRESET_WEIGHTS, PRESET_METADATA)
+# The largest preset file downloaded: the weights of the largest model this
+# package builds (zoo.applications.MAX_PARAMS, 2e9 float32 parameters) plus
+# HDF5's overhead; a JSON file of a preset is small.
+MAX_WEIGHTS_BYTES = 8 * 10**9 + 2**20
+MAX_JSON_BYTES = 2**20
 URI_FORM = "'hf://owner/name' or 'hf://owner/name@revision' (a branch, tag or commit)"
 
 # The Hub's repo id rules (huggingface_hub.utils.validate_repo_id): ASCII
@@ -116,35 +126,39 @@ def _transport_errors(hf):
 
 
 def download_preset(uri):
-    """The local folder of the preset at ``uri``, downloaded by
-    ``huggingface_hub.snapshot_download`` into the Hugging Face cache
-    (``HF_HUB_CACHE``), or found there (``HF_HUB_OFFLINE=1``: the cache
-    only). Only the preset's files are fetched; every request has a timeout
-    (``HF_HUB_ETAG_TIMEOUT``, ``HF_HUB_DOWNLOAD_TIMEOUT``)."""
+    """The local folder of the preset at ``uri``, downloaded into the
+    Hugging Face cache (``HF_HUB_CACHE``), or found there
+    (``HF_HUB_OFFLINE=1``, or a Hub that cannot be reached: the cache only).
+
+    Online, the listing of the revision comes first (``repo_info``, with a
+    timeout): the preset's files of that one commit, each no larger than
+    :data:`MAX_WEIGHTS_BYTES` / :data:`MAX_JSON_BYTES`. Then each file is
+    fetched (``hf_hub_download``, the file-by-file way KerasHub's
+    ``get_file`` uses), bounded: a server that sends more than the listed
+    size, or sends it slower than 32 KiB/s overall (a trickle that never
+    trips the per-read timeout, ``HF_HUB_DOWNLOAD_TIMEOUT``), is stopped
+    and its partial file removed. Called from another thread than the main
+    one, the listing's bounds are checked but a stream cannot be stopped
+    mid-way."""
     repo_id, revision = parse_hub_uri(uri)
     hf = _with_timeout(hub_module())
     errors = hf.errors
-    # KerasHub (keras_hub/src/utils/preset_utils.py: get_file) fetches file by
-    # file with hf_hub_download; one snapshot_download gets the preset's
-    # files of one commit, so config and weights cannot come from two.
     timeout = float(hf.constants.HF_HUB_ETAG_TIMEOUT)
-    local_only, unreachable = hf.constants.is_offline_mode(), None
+    local_only, unreachable, info = hf.constants.is_offline_mode(), None, None
     try:
         if not local_only:
-            # snapshot_download's own repo_info passes timeout=None, which
-            # overrides any client default: a silent Hub would hang it. This
-            # call, with a timeout, finds an unreachable Hub first (the cache
-            # is then used, as snapshot_download would).
             try:
-                hf.HfApi(library_name="keras-gresnet", library_version=__version__).repo_info(
-                    repo_id, revision=revision, timeout=timeout, files_metadata=False)
+                info = hf.HfApi(library_name="keras-gresnet", library_version=__version__
+                                ).repo_info(repo_id, revision=revision, timeout=timeout,
+                                            files_metadata=True)
             except (errors.OfflineModeIsEnabled, *_transport_errors(hf)) as error:
                 local_only, unreachable = True, error
-        return hf.snapshot_download(
-            repo_id, revision=revision, allow_patterns=list(PRESET_FILES),
-            etag_timeout=timeout, local_files_only=local_only,
-            library_name="keras-gresnet", library_version=__version__,
-        )
+        if local_only:
+            return hf.snapshot_download(
+                repo_id, revision=revision, allow_patterns=list(PRESET_FILES),
+                local_files_only=True, library_name="keras-gresnet",
+                library_version=__version__)
+        return _download_files(hf, uri, repo_id, revision, info)
     except errors.RevisionNotFoundError:
         raise HubError(f"preset {uri!r}: the repository has no revision {revision!r}") from None
     except (errors.RepositoryNotFoundError, errors.GatedRepoError):
@@ -162,6 +176,88 @@ def download_preset(uri):
     except _transport_errors(hf) as error:  # a file's download, after the listing
         raise HubError(f"preset {uri!r}: the download failed "
                        f"({type(error).__name__}: {_first_line(error)})") from None
+
+
+def _download_files(hf, uri, repo_id, revision, info):
+    """Fetch the preset files ``info`` (the revision's listing) names, each
+    bounded (:func:`_bounded`), all of its one commit; returns their folder."""
+    sizes = {s.rfilename: s.size for s in info.siblings or () if s.rfilename in PRESET_FILES}
+    for file, size in sizes.items():
+        limit = MAX_WEIGHTS_BYTES if file == PRESET_WEIGHTS else MAX_JSON_BYTES
+        if not isinstance(size, int) or not 0 <= size <= limit:
+            raise HubError(f"preset {uri!r}: the Hub lists {file} at {size!r} bytes; a "
+                           f"preset file is at most {limit:,}")
+    if PRESET_CONFIG not in sizes:
+        raise HubError(f"preset {uri!r}: the repository has no {PRESET_CONFIG} at revision "
+                       f"{revision or 'main'}; is it a keras-gresnet preset?")
+    # The first answer may take the file's HEAD request's timeout, then the
+    # transfer's own: the deadline is both plus the size at MIN_RATE.
+    waits = float(hf.constants.HF_HUB_ETAG_TIMEOUT) + float(hf.constants.HF_HUB_DOWNLOAD_TIMEOUT)
+    endpoint = hf.constants.ENDPOINT
+    blobs = Path(hf.constants.HF_HUB_CACHE) / f"models--{repo_id.replace('/', '--')}" / "blobs"
+    folders = set()
+    for file, size in sizes.items():
+        url = hf.hf_hub_url(repo_id, file, revision=info.sha, endpoint=endpoint)
+        with _bounded(blobs, size, waits + size / MIN_RATE, url):
+            path = hf.hf_hub_download(
+                repo_id, file, revision=revision, endpoint=endpoint,
+                etag_timeout=float(hf.constants.HF_HUB_ETAG_TIMEOUT),
+                library_name="keras-gresnet", library_version=__version__)
+        folders.add(Path(path).parent)
+    if len(folders) != 1 or next(iter(folders)).name != info.sha:
+        raise HubError(f"preset {uri!r}: the repository changed during the download (its "
+                       f"files come from more than one commit); download it again")
+    return str(folders.pop())
+
+
+@contextlib.contextmanager
+def _bounded(blobs, size, seconds, url):
+    """Stop the download in the body when the partial files in ``blobs``
+    (``*.incomplete``, huggingface_hub's) grow past ``size`` bytes or it
+    takes longer than ``seconds``: a watcher thread interrupts the main
+    thread, the partial files are removed, and a :class:`HubError` names
+    ``url``. Only in the main thread (elsewhere the body runs unwatched)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = set(blobs.glob("*.incomplete")) if blobs.is_dir() else set()
+    done, tripped = threading.Event(), []
+
+    def partial():
+        return [p for p in blobs.glob("*.incomplete") if p not in before] if blobs.is_dir() \
+            else []
+
+    def watch():
+        deadline = time.monotonic() + seconds
+        while not done.wait(0.05):
+            try:
+                sent = sum(p.stat().st_size for p in partial())
+            except OSError:  # renamed into place meanwhile
+                continue
+            why = (f"sent more than the {size:,} bytes the Hub lists" if sent > size else
+                   f"took longer than {seconds:.0f} s (slower than {MIN_RATE // 1024} KiB/s)"
+                   if time.monotonic() > deadline else None)
+            if why:
+                tripped.append(why)
+                _thread.interrupt_main()
+                return
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        try:
+            yield
+        finally:
+            done.set()
+            watcher.join()
+    except KeyboardInterrupt:
+        if not tripped:
+            raise  # the user's Ctrl-C
+    if tripped:
+        for path in partial():
+            with contextlib.suppress(OSError):
+                path.unlink()
+        raise HubError(f"{url}: the download stopped, the server {tripped[0]}")
 
 
 def check_upload_uri(uri, argument="uri"):
