@@ -1,13 +1,15 @@
-"""Atomic file writing (a file appears complete or not at all) and the
-temporaries a killed writer leaves: public, so that scripts write as the
-package does."""
+"""Atomic file writing (a file appears complete or not at all), the
+temporaries a killed writer leaves, and a watchdog for a library call that
+may stall: public, so that scripts write as the package does."""
 
+import _thread
 import contextlib
 import json
 import os
 import re
 import signal
 import threading
+import time
 from pathlib import Path
 
 
@@ -174,3 +176,47 @@ def temporary_target(name):
     (``.model.tmp12.keras`` -> ``model.keras``), or ``None``."""
     match = _TEMPORARY.match(name)
     return None if match is None else match["stem"] + (match["suffixes"] or "")
+
+
+class Stopped(RuntimeError):
+    """:func:`stop_when` stopped the call in its body; the message says why."""
+
+
+@contextlib.contextmanager
+def stop_when(check, interval=0.05):
+    """Run the body (a library call that may stall or run away: a download
+    that never ends, a trickle that never trips a read timeout) while a
+    watcher thread calls ``check(seconds_elapsed)`` every ``interval``
+    seconds; the first time it returns a reason (a string), the main thread
+    is interrupted and :class:`Stopped` is raised with that reason. A Ctrl-C
+    of the user's stays a ``KeyboardInterrupt``. Only in the main thread
+    (Python interrupts only that one); elsewhere the body runs unwatched."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    done, tripped, start = threading.Event(), [], time.monotonic()
+
+    def watch():
+        while not done.wait(interval):
+            try:
+                why = check(time.monotonic() - start)
+            except OSError:  # a file renamed or removed while looked at
+                continue
+            if why:
+                tripped.append(why)
+                _thread.interrupt_main()
+                return
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        try:
+            yield
+        finally:
+            done.set()
+            watcher.join()
+    except KeyboardInterrupt:
+        if not tripped:
+            raise
+    if tripped:
+        raise Stopped(tripped[0])

@@ -796,3 +796,34 @@ def test_imagenet_without_its_files_names_manual_dir(tmp_path):
         with pytest.raises(ValueError, match=message):
             data.pipeline("imagenet2012", data_dir=str(tmp_path / "tfds"), **kwargs)
     assert not (tmp_path / "manual").exists()
+
+
+def test_a_tfds_download_that_stalls_after_its_first_bytes_is_stopped(tmp_path, monkeypatch):
+    """A server that sent the first bytes and went silent: tfds' reads have
+    no timeout, so the download would hang forever. Nothing written for
+    STALL_SECONDS stops it with one line, and its partial files go; the
+    files that were there before stay."""
+    import tensorflow_datasets as tfds
+
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(data.sources, "STALL_SECONDS", 1)
+    monkeypatch.setattr(data.sources, "check_reachable", lambda url: None)  # the HEAD answered
+    folder = data.sources.tfds_folder()
+    kept = folder / "downloads" / "old.tmp.1" / "someone-elses"
+    kept.parent.mkdir(parents=True)
+    kept.write_bytes(b"x")
+    partial = folder / "downloads" / "cifar10.tmp.abc" / "cifar-10-python.tar.gz"
+
+    def stalled_load(*args, **kwargs):  # tfds' download: first bytes, then silence
+        partial.parent.mkdir(parents=True)
+        partial.write_bytes(b"\x1f\x8b")
+        while True:
+            time.sleep(0.01)
+
+    monkeypatch.setattr(tfds, "load", stalled_load)
+    start = time.monotonic()
+    with pytest.raises(data.DatasetNotFoundError, match="download of cifar10 stalled: nothing "
+                                                        "was written under .* for 1 s"):
+        data.load("cifar10", "train")
+    assert time.monotonic() - start < 30
+    assert not partial.exists() and kept.exists()

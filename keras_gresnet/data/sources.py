@@ -5,6 +5,7 @@ then asks ``tensorflow_datasets``, and returns numpy arrays.
 The file formats themselves are read by :mod:`keras_gresnet.data.readers`.
 """
 
+import contextlib
 import os
 import urllib.error
 import urllib.request
@@ -14,6 +15,7 @@ import numpy as np
 
 from keras_gresnet._checks import check_choice
 from keras_gresnet._paths import datasets_folder, keras_home
+from keras_gresnet.files import Stopped, stop_when
 from keras_gresnet.data.datasets import DATASETS, SPLITS
 from keras_gresnet.data.readers import read_cifar_split, read_idx_split
 
@@ -70,11 +72,61 @@ def check_reachable(url, timeout=None):
                               f"no download was started") from None
 
 
+# Seconds a tensorflow_datasets download or preparation may write nothing
+# before it counts as stalled (a server that sent its first bytes and went
+# silent: tfds' HTTP reads have no timeout of their own).
+STALL_SECONDS = 120
+
+
+def _file_states(folder):
+    """``{path: (size, mtime)}`` of every file under ``folder``."""
+    states = {}
+    for path in folder.rglob("*") if folder.is_dir() else ():
+        with contextlib.suppress(OSError):  # renamed or removed meanwhile
+            if path.is_file():
+                stat = path.stat()
+                states[path] = (stat.st_size, stat.st_mtime_ns)
+    return states
+
+
+@contextlib.contextmanager
+def _unless_stalled(name, folder, seconds=None):
+    """Stop the tensorflow_datasets call in the body when nothing under
+    ``folder`` changes for ``seconds`` (default :data:`STALL_SECONDS`):
+    ``ConnectionError`` in one line, and tfds' partial files that appeared
+    meanwhile (``incomplete.*`` folders, ``*.tmp.*`` downloads) removed."""
+    seconds = STALL_SECONDS if seconds is None else seconds
+    before = set(_file_states(folder))
+    last = {"states": None, "since": 0.0}
+
+    def check(elapsed):
+        states = _file_states(folder)
+        if states != last["states"]:
+            last.update(states=states, since=elapsed)
+        elif elapsed - last["since"] > seconds:
+            return f"nothing was written under {folder} for {seconds:g} s"
+        return None
+
+    try:
+        with stop_when(check, interval=min(2.0, seconds / 4)):
+            yield
+    except Stopped as stopped:
+        for path in folder.rglob("*") if folder.is_dir() else ():
+            partial = any(part.startswith("incomplete.") or ".tmp." in part
+                          for part in path.relative_to(folder).parts)
+            if partial and path not in before and path.is_file():
+                with contextlib.suppress(OSError):
+                    path.unlink()
+        raise ConnectionError(f"tensorflow_datasets' download of {name} stalled: "
+                              f"{stopped}") from None
+
+
 def _read_tfds(info, split, data_dir, download):
     # Imported on use: tensorflow_datasets is a heavy import (seconds, and
     # TensorFlow with it), and only this last source needs it.
     import tensorflow_datasets as tfds
 
+    watched = contextlib.nullcontext()
     if download and info.tfds_url:
         builder = tfds.builder(info.name, data_dir=str(tfds_folder()))
         # Only where tfds would download into this package's folder (a test
@@ -82,13 +134,15 @@ def _read_tfds(info, split, data_dir, download):
         ours = tfds_folder() in Path(builder.data_dir).parents
         if ours and not builder.is_prepared():
             check_reachable(info.tfds_url)
+            watched = _unless_stalled(info.name, tfds_folder())
     # tfds prepares its own files (downloads/, incomplete.* folders) in the
     # package's cache, never in a folder the user passed: data_dir holds the
     # user's files and is only read.
-    dataset = tfds.load(
-        info.name, split=split, data_dir=str(tfds_folder()), download=download,
-        as_supervised=True,
-    )
+    with watched:
+        dataset = tfds.load(
+            info.name, split=split, data_dir=str(tfds_folder()), download=download,
+            as_supervised=True,
+        )
     # Batches rather than batch_size=-1, which crashes under tfds' mock_data.
     parts = list(tfds.as_numpy(dataset.batch(10_000)))
     return np.concatenate([x for x, _ in parts]), np.concatenate([y for _, y in parts])

@@ -8,17 +8,15 @@ writes and loads the preset itself, with the same checks as a local folder.
 checked without it, and this module imports neither it nor Keras.
 """
 
-import _thread
 import contextlib
 import json
 import os
 import re
 import sys
-import threading
-import time
 from pathlib import Path
 
 from keras_gresnet._version import __version__
+from keras_gresnet.files import Stopped, stop_when
 from keras_gresnet.weights.download import MIN_RATE, sha256_of
 from keras_gresnet.weights.fitting import PRESET_CONFIG, PRESET_METADATA, PRESET_WEIGHTS
 from keras_gresnet.weights.registry import model_card, read_registry
@@ -214,50 +212,29 @@ def _download_files(hf, uri, repo_id, revision, info):
 def _bounded(blobs, size, seconds, url):
     """Stop the download in the body when the partial files in ``blobs``
     (``*.incomplete``, huggingface_hub's) grow past ``size`` bytes or it
-    takes longer than ``seconds``: a watcher thread interrupts the main
-    thread, the partial files are removed, and a :class:`HubError` names
-    ``url``. Only in the main thread (elsewhere the body runs unwatched)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+    takes longer than ``seconds`` (:func:`keras_gresnet.files.stop_when`):
+    the partial files are removed, and a :class:`HubError` names ``url``."""
     before = set(blobs.glob("*.incomplete")) if blobs.is_dir() else set()
-    done, tripped = threading.Event(), []
 
     def partial():
         return [p for p in blobs.glob("*.incomplete") if p not in before] if blobs.is_dir() \
             else []
 
-    def watch():
-        deadline = time.monotonic() + seconds
-        while not done.wait(0.05):
-            try:
-                sent = sum(p.stat().st_size for p in partial())
-            except OSError:  # renamed into place meanwhile
-                continue
-            why = (f"sent more than the {size:,} bytes the Hub lists" if sent > size else
-                   f"took longer than {seconds:.0f} s (slower than {MIN_RATE // 1024} KiB/s)"
-                   if time.monotonic() > deadline else None)
-            if why:
-                tripped.append(why)
-                _thread.interrupt_main()
-                return
+    def check(elapsed):
+        if sum(p.stat().st_size for p in partial()) > size:
+            return f"sent more than the {size:,} bytes the Hub lists"
+        if elapsed > seconds:
+            return f"took longer than {seconds:.0f} s (slower than {MIN_RATE // 1024} KiB/s)"
+        return None
 
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
     try:
-        try:
+        with stop_when(check):
             yield
-        finally:
-            done.set()
-            watcher.join()
-    except KeyboardInterrupt:
-        if not tripped:
-            raise  # the user's Ctrl-C
-    if tripped:
+    except Stopped as stopped:
         for path in partial():
             with contextlib.suppress(OSError):
                 path.unlink()
-        raise HubError(f"{url}: the download stopped, the server {tripped[0]}")
+        raise HubError(f"{url}: the download stopped, the server {stopped}") from None
 
 
 def check_upload_uri(uri, argument="uri"):
