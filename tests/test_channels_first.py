@@ -57,6 +57,7 @@ def test_a_channels_first_model_computes_the_channels_last_function(case, channe
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
     nchw.save(tmp_path / "nchw.keras")
     loaded = keras.saving.load_model(tmp_path / "nchw.keras", safe_mode=True)
+    # the same model reloaded: same ops, same order; slack for a recompile's fusion only
     np.testing.assert_allclose(
         keras.ops.convert_to_numpy(loaded(np.transpose(x, (0, 3, 1, 2)), training=False)), got,
         rtol=1e-5, atol=1e-6)
@@ -71,6 +72,7 @@ def test_defaults_and_preprocessing_follow_the_format(channels_first):
     assert layer.get_config()["data_format"] == "channels_first"
     x = np.ones((1, 3, 2, 2), "float32") * 255
     out = keras.ops.convert_to_numpy(layer(x))
+    # x * scale + offset, float32 scale and offset: a few ulps (~2e-7) of values ~1.5
     np.testing.assert_allclose(out[0, :, 0, 0], [(1 - 0.1) / 0.5, (1 - 0.2) / 0.5,
                                                  (1 - 0.3) / 0.5], rtol=1e-6)
     with pytest.raises(ValueError, match=r"rank 3 \(channels, height, width\)"):

@@ -35,6 +35,7 @@ def test_preact_cifar_end_to_end_on_cifar10_files(tmp_path):
     # Mean subtraction with the training set's per-channel mean, std 1.
     images, _ = arrays["train"]
     stats = config["data"]["preprocessing"]
+    # float64 means in two orders (histogram vs numpy): ~1e-15 apart; 1e-6 is loose, harmless
     np.testing.assert_allclose(stats["mean"], (images / 255.0).mean(axis=(0, 1, 2)), atol=1e-6)
     assert stats["std"] == [1.0, 1.0, 1.0] and stats["method"] == "mean"
     # What augment=True feeds: padded random crops and flips of the same
@@ -49,6 +50,7 @@ def test_preact_cifar_end_to_end_on_cifar10_files(tmp_path):
     model = keras.saving.load_model(out / "model.keras", safe_mode=True)
     assert model.input_shape == (None, 32, 32, 3) and model.output_shape == (None, 10)
     reloaded = training.evaluate(out)["test_accuracy"]
+    # an accuracy over 64 test images: 1e-6 is below one image, so the same count
     assert reloaded == pytest.approx(run.results["test_accuracy"], abs=1e-6)
     assert run.results["epochs"] == 4
 

@@ -35,6 +35,7 @@ def _assert_same_function(source, target, batch=2):
     got = keras.ops.convert_to_numpy(target(x, training=False))
     assert got.shape == want.shape
     assert np.abs(want).max() > 1e-2  # not a degenerate output
+    # the same layers and weights in another graph: float32 reordering, ~1e-6 per layer, 50 deep
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
@@ -68,6 +69,7 @@ def test_resnet50v2_becomes_a_gresnet_with_the_same_function():
         for gate in gates:
             gate.k.assign(0.0)
         x = RNG.normal(size=(2, 64, 64, 3)).astype("float32")
+        # an inequality: without F the outputs must move far more than round-off (1e-2 >> 1e-5)
         assert not np.allclose(model(x, training=False), source(x, training=False), atol=1e-2)
 
 
@@ -125,6 +127,7 @@ def test_imagenet_weights_path(tmp_path, monkeypatch):
     assert asked == ["resnet50v2_weights_tf_dim_ordering_tf_kernels_notop.h5"]
     assert model.name == "gresnet50v2" and model.input.shape == (None, None, None, 3)
     x = RNG.normal(size=(1, 32, 32, 3)).astype("float32")
+    # Keras' net vs the converted one: float32 reordering, ~1e-6 per layer, 50 layers
     np.testing.assert_allclose(model(x, training=False), published(x, training=False),
                                rtol=1e-4, atol=1e-4)
 

@@ -185,10 +185,14 @@ def test_preprocessing_values_cifar(method, tmp_path):
         assert x.min() >= 0 and x.max() <= 1 and x.max() > 0.9
         assert config["mean"] == [0.0] * 3 and config["std"] == [1.0] * 3
     else:
+        # float64 statistics, histogram vs numpy (~4e4 terms): round-off ~1e-12, inside 1e-9
         np.testing.assert_allclose(config["mean"], mean, rtol=1e-9)
+        # float32 pixels (one multiply-add each) averaged in float32: a few 1e-7 about 0
         np.testing.assert_allclose(x.mean(axis=(0, 1, 2)), 0.0, atol=1e-5)
         expected_std = std if method == "meanstd" else np.ones(3)
+        # float64, as the mean: round-off ~1e-12
         np.testing.assert_allclose(config["std"], expected_std, rtol=1e-9)
+        # std of ~4e4 float32 values, summed in float32: ~1e-6 relative; 1e-4 leaves 100x
         np.testing.assert_allclose(x.std(axis=(0, 1, 2)), std / expected_std, rtol=1e-4)
 
 
@@ -197,9 +201,11 @@ def test_statistics_come_from_train_split_not_test(mnist_dir):
     p = data.pipeline("mnist", data_dir=str(folder), preprocessing="meanstd", batch_size=7)
     mean, std = (train_images / 255).mean(), (train_images / 255).std()
     assert abs((test_images / 255).mean() - mean) > 0.1  # the splits do differ
+    # float64 statistics, histogram vs numpy's mean and std: round-off ~1e-15, inside 1e-9
     np.testing.assert_allclose(p.preprocessing.mean, [mean], rtol=1e-9)
     np.testing.assert_allclose(p.preprocessing.std, [std], rtol=1e-9)
     x, _ = all_batches(p.test)
+    # float32 x * scale + offset vs the float64 formula: a few ulps of |x| <= ~4 (~1e-6)
     np.testing.assert_allclose(x[..., 0], (test_images / 255 - mean) / std, rtol=1e-5, atol=1e-5)
     assert p.config["source"]["test"] == str(folder)
 
@@ -750,6 +756,7 @@ def test_imagenet_pipeline_on_tfds_mock_data(tmp_path):
         raw = next(iter(tfds.load("imagenet2012", split="validation", data_dir=str(tmp_path))))
     expected = (imagenet.center_crop(raw["image"]).numpy() / 255 - np.array(imagenet.MEAN)) \
         / np.array(imagenet.STD)
+    # float32 x * scale + offset vs float64 (x / 255 - mean) / std: ulps of |x| < 2.7, ~1e-6
     np.testing.assert_allclose(test[0][0][0], expected, atol=1e-4)
     assert test[0][1][0] == raw["label"].numpy()
     # Epochs: a function of (seed, epoch); each epoch sees every example once.
@@ -772,6 +779,7 @@ def test_imagenet_crops_follow_fb_resnet_torch():
     image = np.arange(300 * 256 * 3, dtype=np.float32).reshape(300, 256, 3) % 251
     # Test: shorter side 256 (already), central 224.
     centre = imagenet.center_crop(tf.constant(image)).numpy()
+    # bicubic at scale 1: weights 1 and 0 up to float32 round-off, ulps of pixels <= 250
     np.testing.assert_allclose(centre, image[38:262, 16:240], atol=1e-3)
     assert imagenet.center_crop(tf.constant(image), 320).shape == (320, 320, 3)
     # Train: seeded, 224 x 224, and not the centre crop.

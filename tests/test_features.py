@@ -60,6 +60,7 @@ def test_a_feature_map_is_its_stages_last_unit_before_the_final_bn_relu(
     got = features(zoo.feature_extractor(model), x)
     assert zoo.stage_layers(model) == names
     for key, name in names.items():
+        # the same layers and weights in another Model: only fusion/summation order differs
         np.testing.assert_allclose(got[key], layer_output(model, name, x), rtol=1e-5, atol=1e-5)
     last = list(names)[-1]  # not post_relu's output: a unit's sum can be negative
     assert got[last].min() < 0
@@ -92,12 +93,14 @@ def test_loaded_model_and_extractor_survive_a_keras_round_trip(tmp_path):
     loaded = keras.saving.load_model(tmp_path / "model.keras", safe_mode=True)
     extractor = zoo.feature_extractor(loaded)
     for key, value in features(extractor, x).items():
+        # the same model reloaded: same ops, same order; slack for a recompile's fusion
         np.testing.assert_allclose(value, expected[key], rtol=1e-6, atol=1e-6)
     extractor.save(tmp_path / "features.keras")
     reloaded = keras.saving.load_model(tmp_path / "features.keras", safe_mode=True)
     got = features(reloaded, x)
     assert list(got) == ["P0", "P1", "P2"]
     for key, value in got.items():
+        # the same model reloaded: same ops, same order; slack for a recompile's fusion
         np.testing.assert_allclose(value, expected[key], rtol=1e-6, atol=1e-6)
 
 
@@ -152,9 +155,11 @@ def test_raw_pixels_give_what_the_pipeline_feeds_the_bare_net(method, builder, k
     bare = zoo.get_model(builder, input_shape=(28, 28, 1), **kwargs)
     randomize_bn(model)
     bare.set_weights(model.get_weights())
+    # one x * scale + offset, same float32 scale and offset: an FMA's 1 ulp at most (~2e-7)
     np.testing.assert_allclose(layer_output(model, "preprocessing", raw), normalised,
                                rtol=0, atol=1e-6)
     got = keras.ops.convert_to_numpy(model(raw))
+    # the same net on inputs equal up to an ulp: outputs agree to float32 round-off
     np.testing.assert_allclose(got, keras.ops.convert_to_numpy(bare(normalised)),
                                rtol=0, atol=1e-6)
     assert np.abs(got - keras.ops.convert_to_numpy(bare(raw.astype("float32")))).max() > 1e-3
@@ -168,6 +173,7 @@ def test_true_takes_the_published_entrys_statistics():
     bare = zoo.gresnet_mlp(depth=2, weights="fashion_mnist")
     config = model.get_layer("preprocessing").get_config()
     assert {k: config[k] for k in ("method", "mean", "std")} == entry["preprocessing"]
+    # the same net on inputs equal up to an ulp: outputs agree to float32 round-off
     np.testing.assert_allclose(keras.ops.convert_to_numpy(model(raw)),
                                keras.ops.convert_to_numpy(bare(normalised)), rtol=0, atol=1e-6)
 
@@ -183,6 +189,7 @@ def test_weight_files_load_into_a_model_with_preprocessing(tmp_path):
     for path in ("net.weights.h5", "net.keras"):
         model = zoo.resnet_cifar(n=1, input_shape=CIFAR, include_preprocessing=stats,
                                  weights=str(tmp_path / path))
+        # the same weights and ops on the same inputs, another graph: float32 round-off only
         np.testing.assert_allclose(keras.ops.convert_to_numpy(model(x)), expected,
                                    rtol=1e-6, atol=1e-6)
 
@@ -196,6 +203,7 @@ def test_preprocessing_survives_a_keras_round_trip(tmp_path):
     layer = loaded.get_layer("preprocessing")
     assert isinstance(layer, PixelNormalization)
     assert (layer.method, layer.mean, layer.std) == ("meanstd", (0.25,), (0.5,))
+    # the same model reloaded: same ops, same order; slack for a recompile's fusion
     np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(x)),
                                keras.ops.convert_to_numpy(model(x)), rtol=1e-6, atol=1e-6)
 

@@ -245,6 +245,7 @@ def test_new_head_from_a_saved_model_a_preset_or_a_headless_one(task, tmp_path):
     # With the old head's weights put back, the copy computes the pretrained outputs.
     net = finetune.new_head(str(path), 5)
     net.get_layer(finetune.HEAD).set_weights(task.model.get_layer(finetune.HEAD).get_weights())
+    # the same weights and ops in two models: equal up to the backend's summation order
     np.testing.assert_allclose(net.predict(task.x, verbose=0),
                                task.model.predict(task.x, verbose=0), rtol=1e-6, atol=1e-7)
 

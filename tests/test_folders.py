@@ -185,6 +185,7 @@ def test_finetune_from_a_folder_applies_the_sources_preprocessing(pets, fed):
     assert isinstance(layer, PixelNormalization) and layer.method == "scale"
     assert [layer.name for layer in model.layers][:3] == ["input", "preprocessing", "flatten"]
     scaled = np.asarray(keras.Model(model.input, layer.output)(grey[:2].astype(np.float32)))
+    # x * float32(1/255) vs x / 255: each within 1.5 ulps of x/255, so <= 1 ulp (6e-8) apart
     np.testing.assert_allclose(scaled, grey[:2] / np.float32(255), rtol=0, atol=1e-7)
     assert model.output_shape == (None, 2)
     assert model.card["class_names"] == ["cat", "dog"]
@@ -224,6 +225,7 @@ def test_raw_float_pixels_get_the_layer_and_preprocessed_ones_do_not(fed):
     assert "preprocessing" not in [layer.name for layer in scaled.layers]
     # the same weights: the layer does what the caller did
     scaled.set_weights(raw.get_weights())
+    # inputs <= 1 ulp apart (above), then the same float32 net: outputs within ~1e-6
     np.testing.assert_allclose(raw.predict(pixels, verbose=0),
                                scaled.predict(pixels / np.float32(255), verbose=0),
                                rtol=0, atol=1e-5)

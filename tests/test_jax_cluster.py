@@ -80,6 +80,7 @@ def test_two_processes_train_as_one_process_on_two_devices(two_processes, two_de
     assert history[-1]["loss"] < 0.6 * history[0]["loss"]  # it learns
     for a, b in zip(history, reference["history"], strict=True):
         for key in ("loss", "accuracy", "test_loss", "test_accuracy"):
+            # one SPMD program; a 2-device all-reduce is a + b == b + a: bitwise (docstring)
             assert a[key] == pytest.approx(b[key], rel=1e-6), (key, a, b)
     for a, b in zip(report(other)["history"], history, strict=True):
         a.pop("seconds"), b.pop("seconds")  # (each process's own clock)
@@ -88,6 +89,7 @@ def test_two_processes_train_as_one_process_on_two_devices(two_processes, two_de
     assert sorted(first) == sorted(single) and len(first) > 5
     for name in first:
         np.testing.assert_array_equal(first[name], second[name], err_msg=name)
+        # the one-process program (bitwise losses above): float32 slack only
         np.testing.assert_allclose(first[name], single[name], rtol=1e-5, atol=1e-6,
                                    err_msg=name)
 
@@ -120,6 +122,8 @@ def test_a_cluster_without_tensorflow_reads_the_same_batches(two_processes, tmp_
     assert mine["tensorflow_imported"] is False
     assert mine["config"]["versions"]["input_pipeline"] == "numpy"
     for a, b in zip(mine["history"], reference["history"], strict=True):
+        # The numpy pipeline yields tf.data's batches: the same arithmetic (1e-6: slack);
+        # accuracies 1e-6 apart are the same count of test images.
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-6), (a, b)
         assert a["test_accuracy"] == pytest.approx(b["test_accuracy"], abs=1e-6)
 
@@ -167,6 +171,7 @@ def test_a_killed_process_is_survived_by_resuming(tmp_path, two_processes):
     reference = keras.saving.load_model(uninterrupted / "run" / "model.keras")
     for a, b in zip(resumed.weights, reference.weights, strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=a.path)
+    # resumed = uninterrupted to the bit (weights equal above); history.csv holds repr()s
     assert [float(r["loss"]) for r in history] == pytest.approx(
         [r["loss"] for r in report(chief)["history"]], rel=1e-6)
 

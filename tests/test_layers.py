@@ -39,6 +39,7 @@ def test_residual_gate_follows_gr_formula(form, k):
     out = keras.ops.convert_to_numpy(gate([x, fx]))
     g = max(k, 0.0)  # g = ReLU
     expected = g * fx + x if form == "residual" else g * fx + (1 - g) * x
+    # float32 g * F + x, fused or not: <= an ulp of g * F apart (|g * F| < 8: 5e-7)
     np.testing.assert_allclose(out, expected, rtol=1e-6, atol=1e-6)
     assert gate.g == pytest.approx(g)
     assert [w.name for w in gate.weights] == ["k"]
@@ -55,6 +56,7 @@ def test_the_gate_reads_its_variable_k_not_its_initial_value(form):
         gate.k.assign(k)
         g = max(k, 0.0)
         expected = g * fx + x if form == "residual" else g * fx + (1 - g) * x
+        # float32 g * F + x, fused or not: <= an ulp of g * F apart (|g * F| < 8: 5e-7)
         np.testing.assert_allclose(keras.ops.convert_to_numpy(gate([x, fx])), expected,
                                    rtol=1e-6, atol=1e-6)
     # One SGD step on mse(u, 0) = mean(u^2) at k = 0.5: the step of k is
@@ -65,6 +67,7 @@ def test_the_gate_reads_its_variable_k_not_its_initial_value(form):
     u = 0.5 * fx + x if form == "residual" else 0.5 * fx + 0.5 * x
     du_dk = fx if form == "residual" else fx - x
     [step] = sgd_step_changes(model, [x, fx], np.zeros_like(x), loss="mse").values()
+    # a float32 mean of 24 signed products (cancellation), read back as new k - 0.5: ~1e-6
     assert float(step) == pytest.approx(-np.mean(2 * u * du_dk), rel=1e-4)
 
 
@@ -78,6 +81,7 @@ def test_gate_with_nonpositive_k_is_exact_identity():
 def test_gate_activation_is_configurable_and_serialized():
     x, fx = _pair()
     gate = ResidualGate("residual", k_initial=-1.0, activation="linear", name="g")
+    # g = -1: -1 * F + x rounds as x - F does: exact, rtol is slack
     np.testing.assert_allclose(keras.ops.convert_to_numpy(gate([x, fx])), x - fx, rtol=1e-6)
     config = gate.get_config()
     assert config["activation"] == "linear" and config["k_initial"] == -1.0
@@ -95,6 +99,7 @@ def test_bad_gate_form_is_rejected():
 def test_scaled_add():
     x, fx = _pair()
     out = ScaledAdd(0.5, 0.25)([x, fx])
+    # 0.5 x and 0.25 F are exact (powers of 2), then one rounded add as numpy's: exact
     np.testing.assert_allclose(keras.ops.convert_to_numpy(out), 0.5 * x + 0.25 * fx, rtol=1e-6)
 
 
@@ -107,6 +112,7 @@ def test_shortcut_gate_follows_he_formula(form):
     np.testing.assert_array_equal(bias, np.full(4, -6.0, "float32"))
     g = 1 / (1 + np.exp(-(h @ kernel + bias)))
     expected = (1 - g) * h + (g * fx if form == "exclusive" else fx)
+    # a 4-term dot and a sigmoid: the backend's exp vs numpy's, a few float32 ulps
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
 
 
@@ -164,6 +170,7 @@ def test_keras_resnet_v2_unit_arguments():
     assert model.output.shape == (None, 4, 4, 16)
     x = RNG.normal(size=(2, 8, 8, 16)).astype("float32")
     f = keras.Model(model.input, model.get_layer("u_3_conv").output)
+    # h + F added again in numpy: one float32 rounding; F from another graph's order
     np.testing.assert_allclose(model.predict(x, verbose=0),
                                x[:, ::2, ::2] + f.predict(x, verbose=0), rtol=1e-5, atol=1e-5)
     # A width change still projects (with a bias: no BN follows in a preact unit).
@@ -241,6 +248,7 @@ def test_zero_pad_projection_adds_no_weights(unit):
     np.testing.assert_array_equal(h[..., 4:], 0)
     f = keras.Model(padded.input, padded.get_layer(
         "u_2_conv" if unit == "preact" else "u_2_bn").output).predict(x, verbose=0)
+    # h + F added again in numpy: one float32 rounding; F from another graph's order
     np.testing.assert_allclose(y, h + f, rtol=1e-5, atol=1e-5)
     # Pre-activation: h takes the activated input (the width grows: both_preact).
     assert _source(padded, "u_0_zero_pad") == ("u_preact_relu" if unit == "preact"
@@ -260,6 +268,7 @@ def test_kernel_initializer_is_fb_fan_out_by_default():
         model = keras.Model(x, residual_unit(x, 64, name="u_", **options))
         layer = model.get_layer("u_1_conv")  # 3x3, 16 -> 64
         kernel = keras.ops.convert_to_numpy(layer.kernel)
+        # a statistical bound: std of 9216 draws has relative sd 1/sqrt(2n) = 0.74%: 4 sd
         assert kernel.std() == pytest.approx(std, rel=0.03)
         assert np.abs(kernel).max() > 2.5 * std  # untruncated tails (Keras' he_normal: 2)
         config = layer.get_config()["kernel_initializer"]
@@ -353,6 +362,7 @@ def test_dropout_shortcut_scales_h_by_one_half_as_he_describes():
     dropped, identity = _unit_model("dropout"), _unit_model("identity")
     assert dropped.get_layer("u_shortcut_dropout").rate == 0.5
     f = identity.predict(x, verbose=0) - x  # same weights, same F
+    # F recovered as (x + F) - x: ulps of |x + F| (~5e-7), then 0.5 x + F rounded once
     np.testing.assert_allclose(dropped.predict(x, verbose=0), 0.5 * x + f,
                                rtol=1e-5, atol=1e-5)
     layer = dropped.get_layer("u_shortcut_dropout")
@@ -363,6 +373,7 @@ def test_dropout_shortcut_scales_h_by_one_half_as_he_describes():
     assert 0.35 < kept.mean() < 0.65
     f_train = keras.ops.convert_to_numpy(keras.Model(
         dropped.input, dropped.get_layer("u_2_conv").output)(x, training=True))
+    # h + F added again in numpy: one float32 rounding; F from another graph's order
     np.testing.assert_allclose(y, h + f_train, rtol=1e-5, atol=1e-5)
 
 
@@ -372,10 +383,14 @@ def test_shortcut_dropout_expectation_is_half_in_training_and_inference():
     samples = np.stack([keras.ops.convert_to_numpy(layer(x, training=True))
                         for _ in range(1000)])
     assert set(np.unique(np.round(samples / np.where(x == 0, 1, x), 5))) <= {0.0, 1.0}
+    # a statistical bound: the mean of 1000 draws of 0 or x has sd 0.5|x|/sqrt(1000) <= 0.032
+    # (|x| <= 2): 0.2 is 6 sd.
     np.testing.assert_allclose(samples.mean(axis=0), 0.5 * x, atol=0.2)  # per element
     assert abs((samples / np.where(x == 0, 1, x)).mean() - 0.5) < 0.01  # E[lambda] = 0.5
+    # 0.5 * x is exact in float32 (a power of two): rtol is slack
     np.testing.assert_allclose(keras.ops.convert_to_numpy(layer(x)), 0.5 * x, rtol=1e-6)
     quarter = ShortcutDropout(0.75)
+    # 1 - 0.75 = 0.25 exactly: 0.25 * x is exact too
     np.testing.assert_allclose(keras.ops.convert_to_numpy(quarter(x)), 0.25 * x, rtol=1e-6)
     config = layer.get_config()
     assert config["rate"] == 0.5 and config["seed"] == 3
@@ -401,6 +416,7 @@ def test_scaling_shortcut_scales_both_branches():
     scaled = _unit_model("scaling", shortcut_scale=0.5, residual_scale=0.5)
     plain = _unit_model("identity")
     f = plain.predict(x, verbose=0) - x  # same seed, same F
+    # F recovered as (x + F) - x: ulps of |x + F|, then 0.5 x + 0.5 F rounded once
     np.testing.assert_allclose(scaled.predict(x, verbose=0), 0.5 * x + 0.5 * f,
                                rtol=1e-5, atol=1e-5)
 
@@ -416,6 +432,7 @@ def test_shortcut_gating_limits(shortcut, bias, expect):
     out = _unit_model(shortcut, gate_bias=bias).predict(x, verbose=0)
     f = _unit_model("identity").predict(x, verbose=0) - x
     expected = {"shortcut": x, "residual": f, "sum": x + f}[expect]
+    # g = sigmoid(+-30 + h w) is 0 or 1 within ~1e-11: float32 round-off of F is left
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
 
 

@@ -59,9 +59,11 @@ def test_outputs_match_keras_in_training_and_inference(input_shape, axis):
     for training in (False, True):
         a = keras.ops.convert_to_numpy(ours(x, training=training))
         b = keras.ops.convert_to_numpy(theirs(x, training=training))
+        # BatchNorm sums of n <= 288 values in two orders: < 288 * 2**-24 ~ 2e-5 (docstring)
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
     # the two training calls updated the moving statistics alike
     for va, vb in zip(ours.get_layer("bn").weights, theirs.get_layer("bn").weights):
+        # a batch statistic (error < 2e-5) enters times 1 - momentum = 0.1: < 2e-6
         np.testing.assert_allclose(keras.ops.convert_to_numpy(va),
                                    keras.ops.convert_to_numpy(vb), rtol=1e-5, atol=1e-6)
 
@@ -81,6 +83,7 @@ def test_training_steps_match_keras_weights_gradients_and_moving_statistics(inpu
         model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
     changed = 0
     for wa, wb, w0, var in zip(ours.get_weights(), theirs.get_weights(), before, ours.weights):
+        # the BatchNorm round-off (< 2e-5) through 3 SGD steps, barely amplified (docstring)
         np.testing.assert_allclose(wa, wb, rtol=1e-4, atol=1e-5, err_msg=var.path)
         changed += not np.allclose(wa, w0)
     # every weight moved, statistics included (no bias before the BatchNorm:
@@ -92,6 +95,7 @@ def test_moving_variance_uses_the_biased_batch_variance_as_keras_does():
     layer = BatchNormalization(momentum=0.0, epsilon=1e-3)
     x = np.array([[1.0], [3.0]], "float32")  # mean 2, biased variance 1 (unbiased 2)
     layer(x, training=True)
+    # mean 2 and biased variance 1 of [1, 3] are exact in float32: rtol is slack
     np.testing.assert_allclose(keras.ops.convert_to_numpy(layer.moving_mean), [2.0], rtol=1e-6)
     np.testing.assert_allclose(keras.ops.convert_to_numpy(layer.moving_variance), [1.0],
                                rtol=1e-6)
@@ -106,12 +110,14 @@ def test_mixed_bfloat16_keeps_float32_statistics_and_matches_keras():
         a = ours(x, training=True)
         b = theirs(x, training=True)
         assert keras.backend.standardize_dtype(a.dtype) == "bfloat16"
+        # bfloat16 outputs: 8 significant bits, a rounding of a value ~3 is 3 * 2**-8 ~ 1.2e-2
         np.testing.assert_allclose(keras.ops.convert_to_numpy(keras.ops.cast(a, "float32")),
                                    keras.ops.convert_to_numpy(keras.ops.cast(b, "float32")),
                                    atol=3e-2)
         bn = ours.get_layer("bn")
         for var in bn.weights:
             assert keras.backend.standardize_dtype(var.dtype) == "float32"
+        # both upcast: float32 statistics of the same bfloat16 conv outputs (~1e-6 apart)
         np.testing.assert_allclose(keras.ops.convert_to_numpy(bn.moving_mean),
                                    keras.ops.convert_to_numpy(theirs.get_layer("bn").moving_mean),
                                    atol=1e-2)
@@ -166,6 +172,7 @@ def test_conv2d_matches_keras_outputs_and_gradients(padding, strides, kernel):
     ours, theirs = net(Conv2D), net(keras.layers.Conv2D)
     theirs.set_weights(ours.get_weights())
     assert ours.get_layer("conv").get_config() == theirs.get_layer("conv").get_config()
+    # sums of at most 27 products in another order: float32 round-off, ~1e-6 (docstring)
     np.testing.assert_allclose(keras.ops.convert_to_numpy(ours(x)),
                                keras.ops.convert_to_numpy(theirs(x)), rtol=1e-4, atol=1e-5)
     for model in (ours, theirs):
@@ -173,4 +180,5 @@ def test_conv2d_matches_keras_outputs_and_gradients(padding, strides, kernel):
                       keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         model.fit(x, y, batch_size=2, epochs=1, shuffle=False, verbose=0)
     for wa, wb in zip(ours.get_weights(), theirs.get_weights()):
+        # that round-off through 3 SGD steps on a tiny net: well inside 1e-4 (docstring)
         np.testing.assert_allclose(wa, wb, rtol=1e-4, atol=1e-5)

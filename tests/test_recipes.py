@@ -163,7 +163,7 @@ def test_preact_schedule_fractions_of_the_run():
     np.testing.assert_allclose(
         lr_at(schedule, [0, 499, 500, 749, 750, 999, 5000]),
         [0.1, 0.1, 0.01, 0.01, 0.001, 0.001, 0.001],
-        rtol=1e-6,
+        rtol=1e-6,  # float32 rate vs float64 literal: one rounding, 2**-24 ~ 6e-8
     )
     # Default length: 164 epochs of 391 steps, drops at epochs 82 and 123.
     assert RECIPES["preact_cifar"].milestone_steps(391) == (82 * 391, 123 * 391)
@@ -178,7 +178,7 @@ def test_wrn_schedule_drops_when_its_epochs_60_120_160_start():
     np.testing.assert_allclose(
         lr_at(recipe.learning_rate_schedule(10), [0, 589, 590, 1189, 1190, 1589, 1590, 1999]),
         [0.1, 0.1, 0.02, 0.02, 0.004, 0.004, 0.0008, 0.0008],
-        rtol=1e-6,
+        rtol=1e-6,  # float32 rate vs float64 literal: one rounding, 2**-24 ~ 6e-8
     )
 
 
@@ -190,6 +190,7 @@ def test_he_iteration_schedule_and_length():
         schedule = recipe.learning_rate_schedule(steps_per_epoch)
         steps = [0, 399, 400, 31999, 32000, 47999, 48000, 63999]
         expected = [0.01, 0.01, 0.1, 0.1, 0.01, 0.01, 0.001, 0.001]
+        # float32 rate vs float64 literal: one rounding, 2**-24 ~ 6e-8
         np.testing.assert_allclose(lr_at(schedule, steps), expected, rtol=1e-6)
         assert [recipe.learning_rate_at(s, steps_per_epoch) for s in steps] == \
             pytest.approx(expected)
@@ -203,7 +204,7 @@ def test_he_cifar_warms_up_then_drops_at_half_and_three_quarters():
         lr_at(recipe.learning_rate_schedule(391),
               [0, 399, 400, 82 * 391 - 1, 82 * 391, 123 * 391 - 1, 123 * 391]),
         [0.01, 0.01, 0.1, 0.1, 0.01, 0.01, 0.001],
-        rtol=1e-6,
+        rtol=1e-6,  # float32 rate vs float64 literal: one rounding, 2**-24 ~ 6e-8
     )
     # No warm-up in GR's form of the recipe (GR does not state one).
     assert lr_at(RECIPES["preact_cifar"].learning_rate_schedule(391), [0, 399]) == \
@@ -215,7 +216,7 @@ def test_warmup_then_schedule():
     np.testing.assert_allclose(
         lr_at(recipe.learning_rate_schedule(391), [0, 100, 199, 200, 31999, 32000, 48000]),
         [0.02, 0.02, 0.02, 0.1, 0.1, 0.01, 0.001],
-        rtol=1e-6,
+        rtol=1e-6,  # float32 rate vs float64 literal: one rounding, 2**-24 ~ 6e-8
     )
     with pytest.raises(ValueError, match="warmup_lr=None: expected a number"):
         get_recipe("preact_cifar", warmup_steps=400)
@@ -224,12 +225,13 @@ def test_warmup_then_schedule():
     np.testing.assert_allclose(
         lr_at(recipe.learning_rate_schedule(100), [0, 599, 600, 749, 750, 999]),
         [0.01, 0.01, 0.01, 0.01, 0.001, 0.001],
-        rtol=1e-6,
+        rtol=1e-6,  # float32 rate vs float64 literal: one rounding, 2**-24 ~ 6e-8
     )
 
 
 def test_constant_schedule_and_epoch_milestones():
     schedule = RECIPES["gr_mnist"].learning_rate_schedule(469)
+    # float32 rate vs float64 literal: one rounding, 2**-24 ~ 6e-8
     np.testing.assert_allclose(lr_at(schedule, [0, 1, 46899, 10**7]), [0.002] * 4, rtol=1e-6)
     # ImageNet-style epoch milestones (HE: /10 at epochs 30 and 60).
     recipe = get_recipe(
@@ -238,7 +240,7 @@ def test_constant_schedule_and_epoch_milestones():
     np.testing.assert_allclose(
         lr_at(recipe.learning_rate_schedule(5), [149, 150, 299, 300]),
         [0.1, 0.01, 0.01, 0.001],
-        rtol=1e-6,
+        rtol=1e-6,  # float32 rate vs float64 literal: one rounding, 2**-24 ~ 6e-8
     )
 
 
@@ -354,12 +356,13 @@ def test_decay_loss_is_half_wd_times_sum_of_kernel_squares(tiny_gresnet):
     hand_sum = sum(np.size(k) * (0.1 * (i + 1)) ** 2 for i, k in enumerate(kernels))
     decayed = recipes.apply_weight_decay(model, 1e-2, decay="kernels")
     assert {v.path for v in decayed} == {v.path for v in kernels}  # no gate, bias, BN
+    # float32 kernels (0.1 * i rounded) and float32 sums of squares vs float64: ~1e-6
     assert decay_loss(model) == pytest.approx(1e-2 / 2 * hand_sum, rel=1e-5)
     recipes.apply_weight_decay(model, 1e-2, k_decay=True, decay="kernels")
     assert decay_loss(model) == pytest.approx(1e-2 / 2 * (hand_sum + 2.0**2 + 3.0**2), rel=1e-5)
     # Idempotent, and k decay / all decay can be switched off again.
     recipes.apply_weight_decay(model, 1e-2, decay="kernels")
-    assert decay_loss(model) == pytest.approx(1e-2 / 2 * hand_sum, rel=1e-5)
+    assert decay_loss(model) == pytest.approx(1e-2 / 2 * hand_sum, rel=1e-5)  # as above
     recipes.apply_weight_decay(model, 0.0)
     assert model.losses == []
 
@@ -372,6 +375,7 @@ def test_decay_gradient_on_k(tiny_gresnet, k_decay):
     # One SGD step (lr 1) on a zero loss: the step is minus the decay's gradient.
     changes = sgd_step_changes(model, np.zeros((2, 6), "float32"), np.zeros(2), loss=zero_loss)
     # d/dw (wd / 2 * w^2) = wd * w: the papers' gradient.
+    # read back as new - old: half an ulp of w (4e-9) on a step of 0.1 w (1e-2): < 1e-6
     np.testing.assert_allclose(-changes[kernels[0].path], 0.1 * start_kernel, rtol=1e-5)
     assert -changes[gates[0].k.path] == pytest.approx(0.1 * start_k if k_decay else 0.0)
 
@@ -398,11 +402,13 @@ def test_fit_step_under_decay_shrinks_kernels_not_gates():
     for path, w0 in initial.items():
         difference = decayed[path] - plain[path]
         if path.endswith("/kernel"):
+            # two float32 steps w0 - lr * grad, each within an ulp of |w| < 1 (1.2e-7)
             np.testing.assert_allclose(difference, -0.5 * 0.2 * w0, atol=1e-6)
             assert np.linalg.norm(decayed[path]) < np.linalg.norm(plain[path])
         else:
             np.testing.assert_array_equal(difference, 0, err_msg=path)
     gate = next(p for p in initial if p.endswith("/k"))
+    # the same for k ~ 1: each step rounds within an ulp of 1 (1.2e-7)
     assert k_decayed[gate] - plain[gate] == pytest.approx(-0.5 * 0.2 * initial[gate], abs=1e-6)
 
 
@@ -415,6 +421,7 @@ def test_decay_survives_keras_save_and_load(tmp_path, tiny_gresnet, decay):
     path = tmp_path / "m.keras"
     model.save(path)
     restored = keras.saving.load_model(path, safe_mode=True)
+    # the same weights (a copy) and the same sums: equal up to summation order
     assert decay_loss(restored) == pytest.approx(decay_loss(model), rel=1e-6)
     assert decay_loss(model) > 0
     # "all" decays more than the kernels.
@@ -447,6 +454,7 @@ def test_the_papers_code_decays_every_parameter_but_gates_and_statistics():
                 v.path not in gates or k_decay)
             if v.path in changes:
                 expected = -0.1 * before[v.path] if decayed else 0.0
+                # 0.5 - 0.05 rounds within an ulp of 0.45 (3e-8) on 0.05; undecayed: exactly 0
                 np.testing.assert_allclose(changes[v.path], expected, rtol=1e-5, atol=1e-7,
                                            err_msg=v.path)
             else:
@@ -478,4 +486,5 @@ def test_apply_to_attaches_the_weight_decay_and_leaves_the_builders_settings():
     decayed = model.trainable_weights  # the papers' code: every parameter
     assert len(model.losses) == len(decayed)
     expected = 1e-4 / 2 * sum(float(np.sum(v.numpy() ** 2)) for v in decayed)
+    # float32 sums of squares vs float64 of the same float32 values: ~1e-7 * log2(n)
     assert decay_loss(model) == pytest.approx(expected, rel=1e-5)

@@ -41,6 +41,7 @@ def test_tensorboard_logs_keras_scalars_test_metrics_and_every_gate(tmp_path):
     for run_name, prefix in (("train", ""), ("validation", "val_"), ("test", "test_")):
         for metric in ("loss", "accuracy"):
             assert steps(found, run_name, f"epoch_{metric}") == [0, 1], (run_name, metric)
+            # TensorBoard stores float32 scalars: one rounding, 2**-24 ~ 6e-8
             assert scalars(found, run_name, f"epoch_{metric}") == pytest.approx(
                 column(prefix + metric), rel=1e-6), (run_name, metric)
     assert column("test_loss") != pytest.approx(column("loss"))  # three runs, not one
@@ -53,9 +54,11 @@ def test_tensorboard_logs_keras_scalars_test_metrics_and_every_gate(tmp_path):
     assert tags == [f"gates/{b}" for b in blocks]
     for block in blocks:
         assert steps(found, "train", f"gates/{block}") == [0, 1]
+        # TensorBoard stores float32 scalars: one rounding, 2**-24 ~ 6e-8
         assert scalars(found, "train", f"gates/{block}") == pytest.approx(
             [float(r["g"]) for r in gates if r["block"] == block and int(r["epoch"]) >= 1],
             rel=1e-6)
+    # TensorBoard stores float32 scalars: one rounding, 2**-24 ~ 6e-8
     assert scalars(found, "train", "gates/block1_gate")[-1] == pytest.approx(
         run.results["gates"]["block1_gate"], rel=1e-6)
     histogram = found[("train", "gates")]
@@ -119,6 +122,7 @@ def test_a_resumed_run_appends_to_its_logs_and_keeps_its_dtype_policy(tmp_path, 
     assert [int(r["epoch"]) for r in history] == [1, 2, 3]
     for run_name in ("train", "test"):
         assert steps(found, run_name, "epoch_loss") == [0, 1, 2]  # each epoch once
+    # TensorBoard stores float32 scalars: one rounding, 2**-24 ~ 6e-8
     assert scalars(found, "train", "epoch_loss") == pytest.approx(
         [float(r["loss"]) for r in history], rel=1e-6)
     assert steps(found, "train", "gates/block1_gate") == [0, 1, 2]
@@ -217,6 +221,7 @@ def test_mixed_float16_trains_loss_scaled_and_its_model_loads(tmp_path):
     images = next(iter(pipe.test))[0][:16]
     predictions = loaded.predict(images, verbose=0)
     assert predictions.dtype == np.float32 and predictions.shape == (16, 10)
+    # the head and its softmax run in float32: 10 rounded terms, ~1e-6 off 1
     np.testing.assert_allclose(predictions.sum(axis=1), 1.0, rtol=1e-5)
     # predict() (compiled) and a direct call run the float16 body in other
     # orders: float16's unit roundoff is 2**-11 (4.9e-4), and the float32
@@ -227,6 +232,7 @@ def test_mixed_float16_trains_loss_scaled_and_its_model_loads(tmp_path):
                                atol=2 ** -8)
     loaded.compile(loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     accuracy = loaded.evaluate(pipe.test, verbose=0, return_dict=True)["accuracy"]
+    # a count over 256 test images (1e-6 < 1/256), both by compiled evaluate(): same order
     assert accuracy == pytest.approx(run.results["test_accuracy"], abs=1e-6)
 
 

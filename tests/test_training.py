@@ -99,11 +99,13 @@ def test_run_folder_holds_everything(tmp_path):
     loaded.compile(loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     pipe = data.pipeline("fashion_mnist", max_train_examples=2048, max_test_examples=512)
     reloaded = loaded.evaluate(pipe.test, verbose=0, return_dict=True)
+    # an accuracy over 512 test images: 1e-6 is below one image, so the same count
     assert reloaded["accuracy"] == pytest.approx(results["test_accuracy"], abs=1e-6)
     assert [g.name for g in gate_layers(loaded)] == ["block1_gate", "block2_gate"]
 
     own = training.evaluate(out)  # the run's own test set: its 512-example subset
     assert own["examples"] == 512 and own["dataset"] == "fashion_mnist"
+    # the same count: one image is 100/512 ~ 0.2 points, far above 1e-6
     assert own["test_error_percent"] == pytest.approx(results["test_error_percent"], abs=1e-6)
 
 
@@ -294,6 +296,7 @@ def test_mirrored_strategy_matches_a_single_device(tmp_path):
     assert abs(accuracy[0] - accuracy[1]) < 0.06
     # The accuracy a mirrored run reports is the one its model.keras scores.
     reported = [accuracy[0], report["synchronized_results"]["test_accuracy"]]
+    # the same count of correct test images: 1e-6 is below one image
     assert report["reloaded"] == pytest.approx(reported, abs=1e-6)
     # Synchronised: the single device's loss up to round-off amplified by
     # training. One step differs by float32 sums of 64 terms in two orders (a

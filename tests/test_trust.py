@@ -521,6 +521,7 @@ def test_evaluate_uses_the_runs_own_test_subset(finished, capsys):
     result = json.loads(capsys.readouterr().out)
     recorded = json.loads((finished / "results.json").read_text())
     assert result["examples"] == 200
+    # the same count: one of the 200 images is 0.5 points, far above 1e-6
     assert result["test_error_percent"] == pytest.approx(recorded["test_error_percent"],
                                                          abs=1e-6)
     assert cli.main(["evaluate", str(finished), "--dataset", "mnist"]) == 0

@@ -339,6 +339,7 @@ def test_gated_with_k_one_equals_ungated(gated_builder, ungated_builder, kwargs)
     randomize_bn(plain)
     zoo.transfer_weights(plain, gated)
     x = random_inputs(plain)
+    # g(1) * F + x is F + x exactly: only another graph's order (float32 round-off)
     np.testing.assert_allclose(gated.predict(x, verbose=0), plain.predict(x, verbose=0),
                                rtol=1e-5, atol=1e-5)
 
@@ -396,6 +397,7 @@ def test_each_gate_computes_gr_s_merge_of_the_ungated_branch(gated_builder, unga
                 other.k.assign(k if other is gate else 1.0)
             g = max(k, 0.0)
             expected = g * branch + shortcut if residual else g * branch + (1 - g) * shortcut
+            # g * F + shortcut redone in numpy: a rounding or two; F from another graph's order
             np.testing.assert_allclose(probe.predict(x_in, verbose=0), expected,
                                        rtol=1e-5, atol=1e-5, err_msg=f"{gate.name}, k={k}")
 
@@ -486,6 +488,7 @@ def test_mixed_float16():
     assert keras.backend.standardize_dtype(out.dtype) == "float32"
     out = keras.ops.convert_to_numpy(out)
     assert np.isfinite(out).all()
+    # the head is float32 (asserted): its softmax sums to 1 within ~1e-6; 1e-3 is loose
     np.testing.assert_allclose(out.sum(axis=1), 1.0, rtol=1e-3)
     # A step (loss scaling included) moves every float32 gate by a finite amount.
     changes = sgd_step_changes(model, x, RNG.integers(0, 10, size=4), lr=1e-3)
@@ -532,6 +535,7 @@ def test_every_builder_builds_and_runs(name):
     for training in modes:
         out = keras.ops.convert_to_numpy(model(x, training=training))
         assert out.shape == (2, classes)
+        # float32 softmax over up to 1000 classes: < 1000 * 2**-24 ~ 6e-5 off 1 at worst
         np.testing.assert_allclose(out.sum(axis=1), 1.0, rtol=1e-4)
 
 
