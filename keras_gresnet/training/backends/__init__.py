@@ -84,7 +84,9 @@ class Backend(typing.Protocol):
 def get(backend=None) -> Backend:
     """The module of ``backend`` (default: Keras' current one)."""
     backend = backend or keras.backend.backend()
-    check_choice(backend, "the Keras backend (KERAS_BACKEND)", NAMES)
+    if backend not in NAMES:
+        raise ValueError(f"training runs on the Keras backends {', '.join(NAMES)}, not "
+                         f"{backend!r}: set KERAS_BACKEND to one of them")
     return importlib.import_module(f"{__name__}.{backend}")
 
 
