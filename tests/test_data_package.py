@@ -19,7 +19,7 @@ ALLOWED = {
     "datasets": set(),
     "readers": set(),
     "folders": set(),
-    "sources": {"_checks", "_paths", "data.datasets", "data.readers"},
+    "sources": {"_checks", "_paths", "files", "data.datasets", "data.readers"},
     "preprocessing": {"_checks", "_pixels"},
     "tfdata": {"data.preprocessing"},
     "numpydata": {"data.preprocessing"},
