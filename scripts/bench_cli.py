@@ -77,7 +77,7 @@ def pytorch_worker(args):
         return t.contiguous(memory_format=torch.channels_last) if channels_last else t
 
     x_all, y_all = tensors(images), torch.from_numpy(labels.astype("int64"))
-    x_test, y_test = tensors(test_images), torch.from_numpy(test_labels.astype("int64"))
+    x_test = tensors(test_images)
     net = ref.build("gresnet_cifar")
     if channels_last:
         net = net.to(memory_format=torch.channels_last)
@@ -145,7 +145,6 @@ def main(argv=None):
         return pytorch_worker(args)
     if args.epochs < 2:
         parser.error("--epochs must be at least 2 (the first epoch is not timed)")
-    from keras_gresnet._cpu import cpu_info
     from keras_gresnet.data.synthetic import write_synthetic
 
     work = Path(tempfile.mkdtemp(prefix="bench_cli-"))
@@ -171,7 +170,10 @@ def main(argv=None):
             results[(name, precision)].append((rate, wall))
             print(f"round {round_ + 1}: {name} {precision}: {rate:.1f} img/s, "
                   f"command {wall:.1f} s", file=sys.stderr, flush=True)
-    cpu = cpu_info()
+    # The CPU as every run folder records it (results.json's "machine").
+    finished = sorted(work.glob("run-*/results.json"))
+    cpu = json.loads(finished[0].read_text())["machine"] if finished else dict(
+        model="?", cores=os.cpu_count(), bf16="?")
     print(f"\nCPU: {cpu['model']}, {cpu['cores']} cores, bf16 units: {cpu['bf16']}; "
           f"{args.examples} examples x {args.epochs} epochs, medians of {args.rounds} rounds\n")
     print("| setup | precision | img/s | / PyTorch | command s |")

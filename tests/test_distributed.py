@@ -87,21 +87,24 @@ def test_two_workers_train_in_lockstep(two_workers):
 def test_two_workers_match_one_process_at_the_same_global_batch(two_workers, one_process):
     """Each step reads the same examples, but BatchNorm normalises with each
     worker's 64 examples instead of all 128 (as the papers' multi-GPU runs
-    did), which changes the training path: measured 1.5% (epoch 1) to 8.6%
-    (epoch 6) apart in training loss. Test accuracy on these 1000 examples
-    swings by up to 6 points from one epoch to the next in either run
-    (measured: 0.827, 0.770, 0.828), so one epoch's gap says little; the mean
-    over the 6 epochs was 1.2 points apart (0.803 vs 0.815), the widest single
-    epoch 3.2. Allowed: 12% in loss, 2 points in the mean test accuracy, 6 in
-    any epoch. sync_batchnorm removes the difference (next test)."""
+    did), which changes the training path, so the two runs differ as two
+    seeds would: a statistical bound, not one of the arithmetic. Calibrated
+    over 12 seeds (0-11; this test's is 5; another CPU's round-off is in
+    effect another draw): the widest epoch's loss gap 6.5-9.8%, the widest
+    epoch's test-accuracy gap 2.0-5.6 points, the mean test-accuracy gap over
+    the 6 epochs -1.6 to +1.2 points. Allowed, about 1.5x the widest seen:
+    15% in loss, 8 points in any epoch, 2.5 in the mean
+    (``python scripts/calibrate_per_replica.py 0,1,2``). Workers that drift
+    apart are the lock-step test's (above, exact). sync_batchnorm removes
+    the difference (next test)."""
     _, (chief, _) = two_workers
     workers = report(chief)
     pairs = list(zip(workers["history"], one_process.history, strict=True))
     for mine, theirs in pairs:
-        assert abs(mine["loss"] - theirs["loss"]) < 0.12 * theirs["loss"], (mine, theirs)
-        assert abs(mine["test_accuracy"] - theirs["test_accuracy"]) < 0.06, (mine, theirs)
+        assert abs(mine["loss"] - theirs["loss"]) < 0.15 * theirs["loss"], (mine, theirs)
+        assert abs(mine["test_accuracy"] - theirs["test_accuracy"]) < 0.08, (mine, theirs)
     gap = sum(m["test_accuracy"] - t["test_accuracy"] for m, t in pairs) / len(pairs)
-    assert abs(gap) < 0.02, gap
+    assert abs(gap) < 0.025, gap
 
 
 @pytest.mark.integration
