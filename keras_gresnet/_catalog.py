@@ -10,9 +10,12 @@ checks that it is current.
 
 MODELS = {'gated_plain_mlp': "GR's gated plain MNIST net: a gate on every layer.",
  'gresnet101': "ImageNet GResNet-101: full pre-activation, GR's gate on every unit.",
+ 'gresnet101v2': "ImageNet GResNet-101 from Keras' ResNet101V2, a gate on every unit.",
  'gresnet152': "ImageNet GResNet-152: full pre-activation, GR's gate on every unit.",
+ 'gresnet152v2': "ImageNet GResNet-152 from Keras' ResNet152V2, a gate on every unit.",
  'gresnet200': "ImageNet GResNet-200: full pre-activation, GR's gate on every unit.",
  'gresnet50': "ImageNet GResNet-50: full pre-activation, GR's gate on every unit.",
+ 'gresnet50v2': "ImageNet GResNet-50 from Keras' ResNet50V2, a gate on every unit.",
  'gresnet_cifar': "GR's CIFAR GResNet (GR Table 3: n=5, 32 layers, 15 gates).",
  'gresnet_mlp': "GR's MNIST GResNet (GR Tables 1-2): one scalar gate per block.",
  'plain_mlp': "GR's plain MNIST net (GR Table 1).",

@@ -123,13 +123,22 @@ def test_imagenet_weights_path(tmp_path, monkeypatch):
     asked = []
     monkeypatch.setattr(file_utils, "get_file",
                         lambda fname, origin, **kw: asked.append(fname) or str(path))
-    model = convert.gresnet50v2(include_top=False)
+    model = zoo.gresnet50v2(include_top=False, weights="imagenet")
     assert asked == ["resnet50v2_weights_tf_dim_ordering_tf_kernels_notop.h5"]
     assert model.name == "gresnet50v2" and model.input.shape == (None, None, None, 3)
     x = RNG.normal(size=(1, 32, 32, 3)).astype("float32")
     # Keras' net vs the converted one: float32 reordering, ~1e-6 per layer, 50 layers
     np.testing.assert_allclose(model(x, training=False), published(x, training=False),
                                rtol=1e-4, atol=1e-4)
+    # Keras' preprocessing inside the model: raw pixels in, the same outputs
+    # as preprocess_input outside (x / 127.5 - 1 against (x / 255 - 0.5) / 0.5
+    # in float32: a few ulps of inputs in [-1, 1], carried through 50 layers)
+    pixels = RNG.integers(0, 256, size=(1, 32, 32, 3)).astype("float32")
+    raw_in = zoo.gresnet50v2(include_top=False, weights="imagenet", include_preprocessing=True)
+    assert raw_in.get_layer("preprocessing").get_config()["mean"] == [0.5, 0.5, 0.5]
+    raw = keras.ops.convert_to_numpy(raw_in(pixels, training=False))
+    want = published(convert.preprocess_input(pixels.copy()), training=False)
+    np.testing.assert_allclose(raw, want, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("application,units", [
@@ -195,8 +204,19 @@ def test_a_weight_without_a_target_is_an_error(tiny_resnet50v2):
         convert.from_keras_applications(keras.Model(source.input, extra, name="with_extra"))
 
 
-def test_imagenet_builders_are_documented():
+def test_imagenet_builders_are_documented_and_registered():
     for depth, builder in ((50, convert.gresnet50v2), (101, convert.gresnet101v2),
                            (152, convert.gresnet152v2)):
         assert builder.__name__ == f"gresnet{depth}v2"
         assert f"ResNet{depth}V2" in builder.__doc__ and "ImageNet" in builder.__doc__
+        # one builder, reachable by name like every zoo model, trained by default
+        # with HE's ImageNet recipe; its weights are Keras' own
+        assert zoo.model_builder(builder.__name__) is builder is getattr(zoo, builder.__name__)
+        assert builder.keras_weights and builder.default_recipe == "he_imagenet"
+
+
+def test_keras_weights_are_checked_before_keras_builds():
+    with pytest.raises(ValueError, match=r"weights must be None, 'imagenet' \(Keras' own\)"):
+        zoo.gresnet50v2(weights="fashion_mnist")
+    with pytest.raises(ValueError, match="gresnet50v2: include_preprocessing=True takes"):
+        zoo.gresnet50v2(include_preprocessing=True)  # no weights, no statistics

@@ -25,7 +25,7 @@ BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 # name that file must use), for snippets that need the network.
 ELSEWHERE = {
     ("docs/hub.md", 0): ("tests/test_hub.py", "upload_preset"),  # a Hugging Face account
-    ("docs/models.md", 1): ("tests/test_convert.py", "from_keras_applications"),  # ImageNet
+    ("docs/models.md", 1): ("tests/test_convert.py", "zoo.gresnet50v2("),  # ImageNet
 }
 
 

@@ -36,7 +36,9 @@ def test_registry_lists_and_builds_by_name():
                      "preact_resnet200", "gresnet152", "gresnet200", "resnet200"):
         assert expected in names
         assert getattr(zoo, expected) is zoo.model_builder(expected)
-    assert zoo.list_models("*gresnet*") == ["gresnet101", "gresnet152", "gresnet200", "gresnet50", "gresnet_cifar", "gresnet_mlp", "wide_gresnet"]
+    assert zoo.list_models("*gresnet*") == [
+        "gresnet101", "gresnet101v2", "gresnet152", "gresnet152v2", "gresnet200", "gresnet50",
+        "gresnet50v2", "gresnet_cifar", "gresnet_mlp", "wide_gresnet"]
     assert zoo.list_models("nothing*") == []
     model = zoo.get_model("gresnet_mlp", depth=4)
     assert model.name == "gresnet_mlp" and len(gate_layers(model)) == 2  # the builder's name
@@ -517,7 +519,8 @@ BIG = ("101", "152", "200")
 
 
 @pytest.mark.parametrize("name", [
-    n if not n.endswith(BIG) else pytest.param(n, marks=pytest.mark.integration)
+    n if not n.removesuffix("v2").endswith(BIG)
+    else pytest.param(n, marks=pytest.mark.integration)
     for n in zoo.list_models() if not n.endswith("1001")
 ] + [pytest.param("preact_resnet1001", marks=pytest.mark.slow),
      pytest.param("resnet1001", marks=pytest.mark.slow)])

@@ -14,6 +14,8 @@ check of a call), :mod:`~keras_gresnet.zoo.applications` (the Keras Applications
 arguments, input and its preprocessing, head, weights),
 :mod:`~keras_gresnet.zoo.mlps` (GR's MNIST nets),
 :mod:`~keras_gresnet.zoo.resnets` (HE's, GR's and WRN's conv nets),
+:mod:`~keras_gresnet.zoo.keras_applications` (Keras' ResNetV2 nets as GResNets,
+their ImageNet weights included),
 :mod:`~keras_gresnet.zoo.presets` (preset folders, loading by name or path),
 :mod:`~keras_gresnet.zoo.hub` (``hf://`` presets on the Hugging Face Hub),
 :mod:`~keras_gresnet.zoo.summary` (the papers' figures of a model),
@@ -23,6 +25,7 @@ arguments, input and its preprocessing, head, weights),
 from keras_gresnet.weights import list_weights
 from keras_gresnet.weights.loading import transfer_weights
 from keras_gresnet.zoo.features import feature_extractor, stage_layers
+from keras_gresnet.zoo.keras_applications import from_keras_applications
 from keras_gresnet.zoo.mlps import mlp
 from keras_gresnet.zoo.presets import (
     from_preset, load_into, resolve_model, save_preset, source_model, upload_preset,
@@ -38,6 +41,7 @@ globals().update({name: model_builder(name) for name in list_models()})
 
 __all__ = [
     "feature_extractor",
+    "from_keras_applications",
     "from_preset",
     "get_model",
     "list_models",

@@ -18,7 +18,8 @@ from keras_gresnet.zoo import hub
 _MODELS = {}
 
 
-def register_model(fn=None, *, configs=None, family=None, recipe=None, dataset=None):
+def register_model(fn=None, *, configs=None, family=None, recipe=None, dataset=None,
+                   keras_weights=False):
     """Register a builder under its function name. Returns it wrapped, with
     the builder's signature, name and docstring, so that every call first
     completes the Keras Applications arguments from the whole call
@@ -35,7 +36,10 @@ def register_model(fn=None, *, configs=None, family=None, recipe=None, dataset=N
     ``recipe``, ``dataset``: the paper's training recipe
     (:data:`keras_gresnet.training.RECIPES`) and dataset, what ``train``
     uses unless told otherwise; a family member takes its family's unless
-    given. Everything the package knows of a model is in this one call
+    given. ``keras_weights``: the builder's ``weights`` are Keras
+    Applications' own (``None``, ``"imagenet"`` or a Keras weights file,
+    checked by the builder), not this package's registry. Everything the
+    package knows of a model is in this one call
     beside its ``def`` (``scripts/write_catalog.py`` regenerates the
     Keras-free listing from it).
     """
@@ -53,13 +57,14 @@ def register_model(fn=None, *, configs=None, family=None, recipe=None, dataset=N
             except TypeError:  # a bad call: Python's own message, from the call itself
                 return fn(*args, **kwargs)
             call.apply_defaults()
-            application_arguments(fn, call.arguments)
+            application_arguments(fn, call.arguments, keras_weights=keras_weights)
             model = fn(*call.args, **call.kwargs)
             record_call(model, fn, args, kwargs)
             return model
 
         build.paper_configs = [dict(c) for c in (configs or [{}])]
         build.family = family
+        build.keras_weights = keras_weights
         parent = _MODELS.get(family)
         build.default_recipe = recipe or getattr(parent, "default_recipe", None)
         build.default_dataset = dataset or getattr(parent, "default_dataset", None)
@@ -72,15 +77,16 @@ def register_model(fn=None, *, configs=None, family=None, recipe=None, dataset=N
     return wrap(fn) if fn is not None else wrap
 
 
-def application_arguments(builder, arguments):
+def application_arguments(builder, arguments, *, keras_weights=False):
     """Complete, in place, the Keras Applications arguments of the call
     ``arguments`` (every parameter of ``builder``, bound) before anything is
     built: ``weights`` resolved (:func:`keras_gresnet.weights.fitting.resolve`:
     a published name or dataset name becomes its registry entry, after the
     check that it fits these arguments; a Hugging Face preset URI
     ``hf://owner/name[@revision]`` is checked for its form, and downloaded
-    only once the model is built) and ``name=None`` the builder's name."""
-    if "weights" in arguments and not hub_weights(arguments["weights"]):
+    only once the model is built; with ``keras_weights`` the builder checks
+    Keras Applications' own) and ``name=None`` the builder's name."""
+    if "weights" in arguments and not keras_weights and not hub_weights(arguments["weights"]):
         arguments["weights"] = fitting.resolve(builder, arguments)
     if "name" in arguments and arguments["name"] is None:
         arguments["name"] = builder.__name__

@@ -56,7 +56,7 @@ BOTH_PREACTS = ("first", "width_change")
 # net's own :func:`resnet` arguments. "he" is HE's (fb.resnet.torch's);
 # "keras" is Keras Applications' ResNetV2 (``keras.applications.ResNet50V2``...),
 # layer names included, so that its weights load by name
-# (:mod:`keras_gresnet.convert`).
+# (:mod:`keras_gresnet.zoo.keras_applications`).
 IMAGENET_LAYOUTS = {
     "he": (UnitSpec(block="bottleneck"), {}),
     "keras": (KERAS_RESNET_V2, dict(
@@ -572,7 +572,7 @@ def resnet_imagenet(depth=152, *, unit="preact", gated=False, layout="he", k_ini
         layout: ``"he"`` (fb.resnet.torch, HE's code) or ``"keras"``: Keras
             Applications' ResNetV2 (``keras.applications.ResNet50V2``...,
             full pre-activation), layer names included, so that its weights
-            load by name (:func:`keras_gresnet.convert.from_keras_applications`).
+            load by name (:func:`keras_gresnet.zoo.from_keras_applications`).
             A layout is a :class:`~keras_gresnet.layers.UnitSpec` preset and
             :func:`resnet` arguments (:data:`IMAGENET_LAYOUTS`).
         bn_momentum: BatchNorm momentum; ``None``: the layout's (HE 0.9,
