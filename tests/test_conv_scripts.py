@@ -47,7 +47,7 @@ def test_conv_table_gates_and_pruning_of_a_tiny_run(tmp_path):
             "gresnet=runs/gresnet-seed0,resnet=runs/resnet-seed0", "--random-orders", "1",
             "--step", "13")
     printed = _script(*args)
-    assert "resnet:" in printed and "has not finished" in printed
+    assert "resnet seed 0:" in printed and "has not finished" in printed
     with open(out / "pruning.csv", newline="") as f:
         points = list(csv.DictReader(f))
     # 13 removable blocks (15 less the two whose shortcut changes dimension):
@@ -59,7 +59,8 @@ def test_conv_table_gates_and_pruning_of_a_tiny_run(tmp_path):
     full = {float(p["accuracy"]) for p in points if p["removed"] == "0"}
     assert len(full) == 1  # both orders start from the same net
     summary = (out / "pruning.md").read_text()
-    assert "| GResNet greedy |" in summary and "| GResNet random |" in summary
+    assert "| GResNet greedy | 1 (0) |" in summary and "| GResNet random | 1 (0) |" in summary
+    assert "no interval (it takes two nets of each)" in summary
     assert "| ResNet random" not in summary
     before = (out / "pruning.csv").read_bytes()
     printed = _script(*args)

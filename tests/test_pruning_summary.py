@@ -1,0 +1,63 @@
+"""GR Figure 5 over several trained nets (``scripts/reproduce_gr_pruning.py``):
+the summary averages each net's random orders, then the nets, shows each
+net's value, and gives the GResNet-ResNet gap an interval only from two nets
+a side."""
+
+import argparse
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import reproduce_gr_pruning as pruning  # noqa: E402
+
+
+def _rows(kind, order, train_seed, accuracies, seed=0):
+    return [dict(model=kind, train_seed=str(train_seed), order=order, seed=str(seed),
+                 removed=str(c), accuracy=str(a)) for c, a in enumerate(accuracies)]
+
+
+def test_each_net_averages_its_orders_then_the_table_its_nets():
+    rows = (_rows("gresnet", "random", 0, [0.9, 0.6, 0.2], seed=0)
+            + _rows("gresnet", "random", 0, [0.9, 0.8, 0.2], seed=1)
+            + _rows("gresnet", "random", 1, [0.8, 0.5, 0.1])
+            + _rows("resnet", "random", 0, [0.9, 0.4, 0.1])
+            + _rows("resnet", "random", 1, [0.8, 0.3, 0.1]))
+    curves = pruning.net_curves(rows)
+    assert curves["gresnet", "random"][0][1] == pytest.approx(0.7)  # mean of its 2 orders
+    lines = pruning.table_lines(curves, [0, 1])
+    gres = next(line for line in lines if line.startswith("| GResNet random"))
+    # half of 2 blocks is 1: nets at 70 and 50, mean 60; kept 70/90 and 50/80
+    assert gres.split(" | ")[1:6] == ["2 (0, 1)", "85.00 (90.00, 80.00)%", "1 of 2",
+                                      "60.00 (70.00, 50.00)%", "70.14 (77.78, 62.50)%"]
+    gap = lines[-1]
+    # GResNet 70, 50 against ResNet 40, 30: +25 points; Welch's t with 2
+    # nets a side (dof about 1.5) gives a wide interval that still holds +25
+    assert gap.startswith("GResNet random - ResNet random at half the blocks removed: +25.00")
+    low, high = (float(v) for v in gap.split("[")[1].rstrip("] over the nets.").split(", "))
+    assert low < 25 < high and high - low > 50
+    # one seed: its nets only, and no interval
+    assert pruning.table_lines(curves, [1])[-1].endswith("no interval (it takes two nets "
+                                                          "of each).")
+
+
+def test_rows_before_the_train_seed_column_are_the_seed_0_nets(tmp_path):
+    table = tmp_path / "pruning.csv"
+    table.write_text("model,order,seed,removed,accuracy\ngresnet,greedy,0,0,0.9\n")
+    assert pruning.read_rows(table)[0]["train_seed"] == "0"
+    assert pruning.read_rows(tmp_path / "none.csv") == []
+
+
+@pytest.mark.parametrize("text", ["", "a", "0,0", "-1", "1,,2"])
+def test_bad_seeds_are_refused(text):
+    with pytest.raises(argparse.ArgumentTypeError, match="distinct training seeds"):
+        pruning._seeds(text)
+
+
+def test_several_seeds_need_a_seed_in_every_run_path(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        pruning.main(["--seeds", "0,1", "--runs", "gresnet=runs/g0,resnet=runs/r{seed}"])
+    assert exit_.value.code == 2 and "every PATH needs {seed}" in capsys.readouterr().err
