@@ -2,22 +2,7 @@
 :mod:`keras_gresnet.zoo.keras_applications`, where the conversion and its
 registered builders (``gresnet50v2``...) live beside the other zoo models."""
 
-from keras_gresnet.zoo.keras_applications import (  # noqa: F401
-    KERAS_PREPROCESSING,
-    KERAS_RESNET_V2,
-    from_keras_applications,
-    gresnet50v2,
-    gresnet101v2,
-    gresnet152v2,
-    preprocess_input,
-)
+from keras_gresnet.zoo import keras_applications as _module
+from keras_gresnet.zoo.keras_applications import *  # noqa: F401,F403
 
-__all__ = [
-    "KERAS_PREPROCESSING",
-    "KERAS_RESNET_V2",
-    "from_keras_applications",
-    "gresnet101v2",
-    "gresnet152v2",
-    "gresnet50v2",
-    "preprocess_input",
-]
+__all__ = list(_module.__all__)
