@@ -7,7 +7,9 @@ schedule: ``mu_t = beta_1 * (1 - 0.5 * 0.96 ** t)``, a ramp over about 20
 ``mu_t = beta_1 * (1 - 0.5 * 0.96 ** (schedule_decay * t))`` with
 ``schedule_decay=0.004`` (a ramp over thousands of steps, about 20 MNIST
 epochs at batch 128) and ``epsilon=1e-8``. :class:`Keras1Nadam` is that
-optimizer, written over Keras 3's so that it runs on every backend.
+optimizer, written over Keras 3's so that it runs on every backend;
+``fixed_momentum=True`` makes it the other reading of GR's words ("momentum
+fixed to 0.9 during the whole training"): ``mu_t = beta_1`` at every step.
 """
 
 import keras
@@ -25,20 +27,29 @@ class Keras1Nadam(keras.optimizers.Nadam):
         epsilon: Keras 1's 1e-8 (Keras 3's ``Nadam`` uses 1e-7).
         schedule_decay: Keras 1's 0.004. With ``schedule_decay=1`` and
             ``epsilon=1e-7`` this is Keras 3's ``Nadam`` exactly.
+        fixed_momentum: ``mu_t = beta_1`` at every step (no schedule:
+            ``schedule_decay`` is not used), Dozat's Nadam with a constant
+            momentum.
         **kwargs: the other arguments of ``keras.optimizers.Optimizer``.
     """
 
     def __init__(self, learning_rate=0.002, beta_1=0.9, beta_2=0.999, epsilon=1e-8,
-                 schedule_decay=0.004, name="keras1_nadam", **kwargs):
+                 schedule_decay=0.004, fixed_momentum=False, name="keras1_nadam", **kwargs):
         super().__init__(learning_rate=learning_rate, beta_1=beta_1, beta_2=beta_2,
                          epsilon=epsilon, name=name, **kwargs)
         if isinstance(schedule_decay, bool) or not isinstance(schedule_decay, (int, float)) \
                 or not schedule_decay > 0:
             raise ValueError(f"schedule_decay must be a number > 0, got {schedule_decay!r}")
         self.schedule_decay = float(schedule_decay)
+        if not isinstance(fixed_momentum, bool):
+            raise ValueError(f"fixed_momentum must be True or False, got {fixed_momentum!r}")
+        self.fixed_momentum = fixed_momentum
 
     def _momentum(self, step, dtype):
-        """``mu_step`` of Keras 1's schedule (``step`` counts from 1)."""
+        """``mu_step`` of Keras 1's schedule (``step`` counts from 1), or
+        ``beta_1`` with ``fixed_momentum``."""
+        if self.fixed_momentum:
+            return ops.cast(self.beta_1, dtype)
         exponent = ops.cast(step, dtype) * ops.cast(self.schedule_decay, dtype)
         return ops.cast(self.beta_1, dtype) * (
             1.0 - 0.5 * ops.power(ops.cast(0.96, dtype), exponent))
@@ -78,6 +89,7 @@ class Keras1Nadam(keras.optimizers.Nadam):
     def get_config(self):
         config = super().get_config()
         config["schedule_decay"] = self.schedule_decay
+        config["fixed_momentum"] = self.fixed_momentum
         return config
 
 

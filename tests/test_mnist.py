@@ -19,16 +19,18 @@ REPO = Path(__file__).resolve().parents[1]
 FETCH = REPO / "scripts" / "fetch_mnist.py"
 
 
-def keras1_nadam_by_hand(p, grads, lr=0.002, b1=0.9, b2=0.999, eps=1e-8, sd=0.004):
-    """Keras 1.2's ``Nadam.get_updates``, transcribed line by line, in float64."""
+def keras1_nadam_by_hand(p, grads, lr=0.002, b1=0.9, b2=0.999, eps=1e-8, sd=0.004,
+                         fixed=False):
+    """Keras 1.2's ``Nadam.get_updates``, transcribed line by line, in float64
+    (``fixed``: its momentum cache b1 at every step instead of the schedule)."""
     p = np.array(p, np.float64)
     m = np.zeros_like(p)
     v = np.zeros_like(p)
     m_schedule = 1.0
     for t, g in enumerate(grads, start=1):
         g = np.asarray(g, np.float64)
-        momentum_cache_t = b1 * (1.0 - 0.5 * 0.96 ** (t * sd))
-        momentum_cache_t_1 = b1 * (1.0 - 0.5 * 0.96 ** ((t + 1) * sd))
+        momentum_cache_t = b1 if fixed else b1 * (1.0 - 0.5 * 0.96 ** (t * sd))
+        momentum_cache_t_1 = b1 if fixed else b1 * (1.0 - 0.5 * 0.96 ** ((t + 1) * sd))
         m_schedule_new = m_schedule * momentum_cache_t
         m_schedule_next = m_schedule * momentum_cache_t * momentum_cache_t_1
         m_schedule = m_schedule_new
@@ -61,6 +63,15 @@ def test_keras1_nadam_matches_keras1_update_by_hand():
                                rtol=0, atol=5e-7)
 
 
+def test_fixed_momentum_nadam_matches_the_update_by_hand_and_differs_from_keras1():
+    got = apply(Keras1Nadam(learning_rate=0.002, fixed_momentum=True), GRADS)
+    # the same float32-against-float64 bound as above
+    np.testing.assert_allclose(got, keras1_nadam_by_hand((1.0, -2.0, 0.5), GRADS, fixed=True),
+                               rtol=0, atol=5e-7)
+    # mu 0.9 against Keras 1's ~0.45 in the first steps: visibly another update
+    assert np.abs(got - apply(Keras1Nadam(learning_rate=0.002), GRADS)).max() > 1e-5
+
+
 def test_keras1_nadam_differs_from_keras3_nadam_and_reduces_to_it():
     keras3 = apply(keras.optimizers.Nadam(0.002), GRADS)
     ours = apply(Keras1Nadam(0.002), GRADS)
@@ -77,9 +88,14 @@ def test_keras1_nadam_serializes_and_checks_its_argument():
     config = keras.optimizers.serialize(Keras1Nadam(0.01, schedule_decay=0.01))
     again = keras.optimizers.deserialize(config)
     assert type(again) is Keras1Nadam and again.schedule_decay == 0.01
-    assert again.epsilon == 1e-8
+    assert again.epsilon == 1e-8 and again.fixed_momentum is False
+    fixed = keras.optimizers.deserialize(keras.optimizers.serialize(
+        Keras1Nadam(fixed_momentum=True)))
+    assert fixed.fixed_momentum is True
     with pytest.raises(ValueError, match="schedule_decay"):
         Keras1Nadam(schedule_decay=0)
+    with pytest.raises(ValueError, match="fixed_momentum must be True or False"):
+        Keras1Nadam(fixed_momentum="yes")
 
 
 def test_mlp_stem_readings():
