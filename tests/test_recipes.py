@@ -128,7 +128,10 @@ def test_gr_mnist_config_is_what_its_recorded_runs_hold():
         assert not set(recipes.BUILDER_SETTINGS) & set(config["recipe"]), path
         recorded = config["recipe"]
         if recorded["name"] == "gr_mnist" and recorded["epochs"] == 100:
-            assert RECIPES["gr_mnist"].get_config() == recorded, path
+            expected = RECIPES["gr_mnist"].get_config()
+            if "--optimizer-kwargs" in raw.get("command", []):  # another reading, on its
+                expected["optimizer_kwargs"] = recorded["optimizer_kwargs"]  # command line
+            assert expected == recorded, path
 
 
 def test_old_configs_keep_their_meaning():
