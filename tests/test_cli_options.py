@@ -4,6 +4,7 @@ everything else to the builder; each setting has one owner."""
 import dataclasses
 import inspect
 import json
+import sys
 
 import keras
 import pytest
@@ -114,6 +115,18 @@ def test_run_options_are_declared_once_for_the_parser_the_config_and_the_command
         training.resolve_config("gresnet_mlp", model_kwargs=dict(depth=2), validation_split=1)
     with pytest.raises(ValueError, match=r"Unknown Recipe field\(s\) \['max_train'\]"):
         training.resolve_config("gresnet_mlp", model_kwargs=dict(depth=2), max_train=3)
+
+
+def test_the_recorded_command_names_the_console_script_not_its_path(monkeypatch):
+    # A run folder's command is one to copy: the console script's absolute path
+    # (a venv's bin/) is written `keras-gresnet`; a script's path is kept.
+    monkeypatch.setattr(sys, "argv", ["/opt/venv/bin/keras-gresnet", "train", "gresnet_mlp",
+                                      "--depth", "2"])
+    config = training.resolve_config("gresnet_mlp", model_kwargs=dict(depth=2))
+    assert config["command"] == ["keras-gresnet", "train", "gresnet_mlp", "--depth", "2"]
+    monkeypatch.setattr(sys, "argv", ["scripts/reproduce_gr_mnist.py", "--seeds", "3"])
+    config = training.resolve_config("gresnet_mlp", model_kwargs=dict(depth=2))
+    assert config["command"] == ["scripts/reproduce_gr_mnist.py", "--seeds", "3"]
 
 
 def test_list_build_prints_every_paper_configuration(capsys):

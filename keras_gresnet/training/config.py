@@ -144,8 +144,20 @@ def resolve_config(model, *, model_kwargs=None, cluster=None, **options):
     config.update(run.config(), dataset=dataset, recipe=recipe.get_config(), strategy=strategy,
                   sync_batchnorm=backends.get().sync_batchnorm(run.sync_batchnorm, strategy))
     config.update(num_workers=cluster.num_workers if cluster is not None else 1,
-                  command=list(sys.argv), versions=_versions())
+                  command=recorded_command(sys.argv), versions=_versions())
     return config
+
+
+def recorded_command(argv):
+    """The command a run folder records: ``argv`` as it ran, except that the
+    console script's absolute path (``/.../venv/bin/keras-gresnet``) is written
+    ``keras-gresnet``, so that the record is a command to copy on another
+    machine. A script's path (``scripts/reproduce_gr_mnist.py``) stays as
+    given."""
+    argv = list(argv)
+    if argv and os.path.basename(argv[0]) == "keras-gresnet":
+        argv[0] = "keras-gresnet"
+    return argv
 
 
 def _versions():
