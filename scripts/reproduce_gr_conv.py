@@ -24,7 +24,6 @@ pruning): ``scripts/reproduce_gr_pruning.py --runs``.
 
 import argparse
 import os
-import statistics
 import sys
 from pathlib import Path
 
@@ -34,7 +33,7 @@ from keras_gresnet import analysis, files, plots, training  # noqa: E402
 from keras_gresnet.papers import GR_CIFAR10_N5_ERROR  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reproduce import add_run_options, summary, train_run, welch  # noqa: E402
+from reproduce import add_run_options, summary, train_run, welch, welch_interval  # noqa: E402
 
 # name -> (builder, recipe overrides): GR Table 3's three columns at n=5
 NETS = {
@@ -95,11 +94,12 @@ def write_table(args, errors):
         lines.append(f"| {LABELS[net]} | {' | '.join(cells)} | {summary(list(seeds.values()))} "
                      f"| {GR_CIFAR10_N5_ERROR[net]} |")
     a, b = list(errors.get("resnet", {}).values()), list(errors.get("gresnet", {}).values())
-    test = welch(a, b)
+    test, interval = welch(a, b), welch_interval(a, b)
     lines.append("")
     if test:
-        gap = statistics.fmean(a) - statistics.fmean(b)
-        lines.append(f"ResNet - GResNet: {gap:+.2f} points (GR, CIFAR-10: "
+        gap, low, high = interval
+        lines.append(f"ResNet - GResNet: {gap:+.2f} points, 95% Welch interval "
+                     f"[{low:+.2f}, {high:+.2f}] (n = {len(a)} and {len(b)}; GR, CIFAR-10: "
                      f"{GR_CIFAR10_N5_ERROR['resnet'] - GR_CIFAR10_N5_ERROR['gresnet']:+.2f}); "
                      f"Welch's t = {test[0]:.2f} on {test[1]:.1f} degrees of freedom.")
     else:
