@@ -202,35 +202,39 @@ def plot_k_per_block(blocks, ks, path, title=None, highlight=None, highlight_lab
     path, title = check_png_path(path), check_optional_text(title, "title")
     if isinstance(blocks, (str, bytes)) or not hasattr(blocks, "__len__"):
         raise ValueError(f"blocks must be a sequence of block names, got {blocks!r}")
-    if isinstance(ks, dict):
-        return _plot_k_per_block_series(blocks, ks, path, title)
-    _, ks = check_series(range(len(blocks)), ks, "ks", "blocks", "ks")
     highlight = [] if highlight is None else list(highlight)
     bad = [
         i for i in highlight
-        if not isinstance(i, numbers.Integral) or isinstance(i, bool) or not 0 <= i < len(ks)
+        if not isinstance(i, numbers.Integral) or isinstance(i, bool)
+        or not 0 <= i < len(blocks)
     ]
     if bad:
         raise ValueError(
-            f"highlight must hold block positions in [0, {len(ks)}), got {bad}"
+            f"highlight must hold block positions in [0, {len(blocks)}), got {bad}"
         )
+    highlight_label = check_optional_text(highlight_label, "highlight_label")
+    ylabel = check_optional_text(ylabel, "ylabel")
+    if isinstance(ks, dict):
+        return _plot_k_per_block_series(blocks, ks, path, title, highlight, highlight_label,
+                                        ylabel)
+    _, ks = check_series(range(len(blocks)), ks, "ks", "blocks", "ks")
     fig, (ax,) = _figure(1, title, size=(max(6.4, 0.25 * len(ks)), 4.2))
     positions = range(len(ks))
     colors = ["tab:orange" if i in highlight else "tab:blue" for i in positions]
     ax.bar(positions, ks, color=colors)
     if highlight:
-        ax.legend(handles=[Patch(color="tab:orange",
-                                 label=check_optional_text(highlight_label, "highlight_label")),
+        ax.legend(handles=[Patch(color="tab:orange", label=highlight_label),
                            Patch(color="tab:blue", label="other blocks")])
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xticks(list(positions), [str(b) for b in blocks], rotation=90, fontsize="small")
-    ax.set(xlabel="block", ylabel=check_optional_text(ylabel, "ylabel"))
+    ax.set(xlabel="block", ylabel=ylabel)
     return _save(fig, path)
 
 
-def _plot_k_per_block_series(blocks, series, path, title):
+def _plot_k_per_block_series(blocks, series, path, title, highlight, highlight_label, ylabel):
     """:func:`plot_k_per_block` of several nets (``{label: ks}``, e.g. one
-    per seed): a line with markers each, over the same blocks."""
+    per seed): a line with markers each, over the same blocks; highlighted
+    blocks are shaded."""
     if not series or not all(isinstance(label, str) for label in series):
         raise ValueError(f"ks as a mapping must map labels (str) to k sequences, got "
                          f"{list(series)!r}")
@@ -238,12 +242,14 @@ def _plot_k_per_block_series(blocks, series, path, title):
                                    f"ks[{label!r}]")[1] for label, ks in series.items()}
     fig, (ax,) = _figure(1, title, size=(max(6.4, 0.25 * len(blocks)), 4.2))
     positions = range(len(blocks))
+    for n, i in enumerate(highlight):
+        ax.axvspan(i - 0.45, i + 0.45, color="0.85", label=highlight_label if n == 0 else None)
     for label, ks in checked.items():
         ax.plot(positions, ks, marker="o", markersize=3, linewidth=1, label=label)
     ax.axhline(0, color="black", linewidth=0.8)
     ax.legend()
     ax.set_xticks(list(positions), [str(b) for b in blocks], rotation=90, fontsize="small")
-    ax.set(xlabel="block", ylabel="final k")
+    ax.set(xlabel="block", ylabel=ylabel)
     return _save(fig, path)
 
 

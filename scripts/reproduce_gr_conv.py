@@ -111,7 +111,9 @@ def write_table(args, errors):
 def write_gates(args):
     """g(k) per block of every finished gated run, as a table and a bar plot
     (GR Figure 7: the lowest gates at the blocks whose shortcut changes
-    dimension, the highest at the last block)."""
+    dimension, the highest at the last block), and ``gates-{net}-seeds.png``
+    with every finished seed of a net where there are two or more."""
+    seeds = {}  # net -> {seed: gate values}
     for net, seed in PLAN:
         folder = args.out / "runs" / run_name(net, seed)
         results = training.read_results(folder) or {}
@@ -136,6 +138,18 @@ def write_gates(args):
             lines.append(f"| {v['block']} | {v['k']:.4f} | {v['g']:.4f} | "
                          f"{ranked.index(v) + 1} | {'yes' if v['block'] in changes else ''} |")
         files.write_text(args.out / f"gates-{name}.md", "\n".join(lines) + "\n")
+        seeds.setdefault(net, {})[seed] = (values, changes)
+    for net, runs in seeds.items():
+        if len(runs) < 2:
+            continue
+        values, changes = next(iter(runs.values()))
+        blocks = [v["block"] for v in values]
+        plots.plot_k_per_block(
+            blocks, {f"seed {seed}": [v["g"] for v in vs] for seed, (vs, _) in runs.items()},
+            args.out / f"gates-{net}-seeds.png",
+            title=f"{LABELS[net]}, {args.dataset}: g(k) per block, {len(runs)} seeds",
+            highlight=[i for i, b in enumerate(blocks) if b in changes],
+            highlight_label="shortcut changes dimension", ylabel="g(k)")
 
 
 def _runs(text):

@@ -42,6 +42,7 @@ def test_conv_table_gates_and_pruning_of_a_tiny_run(tmp_path):
     ranks = sorted(int(r.split("|")[4]) for r in rows)
     assert ranks == list(range(1, 16))
     assert (out / "gates-gresnet-seed0.png").stat().st_size > 1000
+    assert not (out / "gates-gresnet-seeds.png").exists()  # one seed: no plot over seeds
 
     args = ("scripts/reproduce_gr_pruning.py", "--results", str(out), "--runs",
             "gresnet=runs/gresnet-seed0,resnet=runs/resnet-seed0", "--random-orders", "1",
@@ -66,3 +67,13 @@ def test_conv_table_gates_and_pruning_of_a_tiny_run(tmp_path):
     printed = _script(*args)
     assert "points" not in printed  # nothing recomputed
     assert (out / "pruning.csv").read_bytes() == before
+
+    # A second seed: its column in the table, and g(k) per block over both seeds.
+    _script("scripts/reproduce_gr_conv.py", "--runs", "gresnet-seed1", "--epochs", "2",
+            "--max-train-examples", "256", "--out", str(out))
+    row = next(line for line in (out / "table.md").read_text().splitlines()
+               if line.startswith("| GResNet n=5 (gated)"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert float(cells[1]) > 0 and float(cells[2]) > 0 and cells[4].endswith("(n=2)")
+    assert (out / "gates-gresnet-seed1.md").exists()
+    assert (out / "gates-gresnet-seeds.png").stat().st_size > 1000

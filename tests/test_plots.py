@@ -174,6 +174,14 @@ def test_plot_k_per_block_of_several_seeds(tmp_path):
         plots.plot_k_per_block(blocks, {"seed 0": [1.0, 2.0]}, str(tmp_path / "bad.png"))
     with pytest.raises(ValueError, match="labels"):
         plots.plot_k_per_block(blocks, {}, str(tmp_path / "empty.png"))
+    # The blocks whose shortcut changes dimension, shaded behind the seeds' lines.
+    shaded = plots.plot_k_per_block(blocks, series, str(tmp_path / "shaded.png"),
+                                    title="k per block over seeds", highlight=[0, 5],
+                                    highlight_label="shortcut changes dimension", ylabel="g(k)")
+    assert_png(shaded)
+    assert (tmp_path / "shaded.png").read_bytes() != (tmp_path / "seeds.png").read_bytes()
+    with pytest.raises(ValueError, match="highlight must hold block positions in"):
+        plots.plot_k_per_block(blocks, series, str(tmp_path / "bad.png"), highlight=[10])
 
 
 def test_plot_mean_k_vs_depth_with_reference_and_labels(tmp_path):
