@@ -94,10 +94,10 @@ def write_table(args, errors):
         lines.append(f"| {LABELS[net]} | {' | '.join(cells)} | {summary(list(seeds.values()))} "
                      f"| {GR_CIFAR10_N5_ERROR[net]} |")
     a, b = list(errors.get("resnet", {}).values()), list(errors.get("gresnet", {}).values())
-    test, interval = welch(a, b), welch_interval(a, b)
+    test = welch(a, b)
     lines.append("")
     if test:
-        gap, low, high = interval
+        gap, low, high = welch_interval(a, b)
         lines.append(f"ResNet - GResNet: {gap:+.2f} points, 95% Welch interval "
                      f"[{low:+.2f}, {high:+.2f}] (n = {len(a)} and {len(b)}; GR, CIFAR-10: "
                      f"{GR_CIFAR10_N5_ERROR['resnet'] - GR_CIFAR10_N5_ERROR['gresnet']:+.2f}); "
@@ -113,7 +113,7 @@ def write_gates(args):
     (GR Figure 7: the lowest gates at the blocks whose shortcut changes
     dimension, the highest at the last block), and ``gates-{net}-seeds.png``
     with every finished seed of a net where there are two or more."""
-    seeds = {}  # net -> {seed: gate values}
+    seeds = {}  # net -> {seed: (gate values, blocks whose shortcut changes dimension)}
     for net, seed in PLAN:
         folder = args.out / "runs" / run_name(net, seed)
         results = training.read_results(folder) or {}
