@@ -55,6 +55,7 @@ from keras_gresnet._checks import check_choice, check_int, check_positive
 from keras_gresnet.files import read_json
 from keras_gresnet.layers import ZooModel, all_layers, model_card, takes_raw_pixels
 from keras_gresnet.training import runs
+from keras_gresnet.training.loss import cross_entropy, logits_head
 from keras_gresnet.weights.loading import HEAD
 
 VERBOSITIES = ("auto", 0, 1, 2)
@@ -511,14 +512,15 @@ def finetune(
         if not epochs:
             continue
         # compile after every change of `trainable`: a compiled step keeps the old set.
-        net.compile(
-            optimizer=optimizer_class(learning_rate=lr),
-            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=from_logits),
-            metrics=["accuracy"],
-        )
+        net.compile(optimizer=optimizer_class(learning_rate=lr), loss=cross_entropy(),
+                    metrics=["accuracy"])
         callbacks = [] if schedule == "constant" else [_cosine(lr, epochs)]
-        fit = net.fit(x, y, batch_size=None if y is None else batch_size, epochs=epochs,
-                      validation_data=validation_data, verbose=verbose, callbacks=callbacks,
-                      shuffle=y is not None)  # a Dataset shuffles itself
+        with logits_head(net):  # the loss from the logits, on every backend
+            fit = net.fit(x, y, batch_size=None if y is None else batch_size, epochs=epochs,
+                          validation_data=validation_data, verbose=verbose,
+                          callbacks=callbacks, shuffle=y is not None)  # a Dataset shuffles itself
         history[phase] = fit.history
+    if net.compiled:  # the returned net evaluates as Keras' own classifiers do
+        net.compile(optimizer=net.optimizer, metrics=["accuracy"],
+                    loss=keras.losses.SparseCategoricalCrossentropy(from_logits=from_logits))
     return net, history

@@ -20,6 +20,7 @@ from keras_gresnet._checks import check_choice
 from keras_gresnet._options import DTYPE_POLICIES, RunOptions  # noqa: F401 (DTYPE_POLICIES: training's)
 from keras_gresnet.training import backends, recipes
 from keras_gresnet.training.backends import resolve_strategy, sync_batchnorm
+from keras_gresnet.training.loss import check_classifier_activation
 
 # The MNIST family's images (MNIST, Fashion-MNIST).
 MNIST_SHAPE = (28, 28, 1)
@@ -98,6 +99,9 @@ def _check_model_kwargs(model_kwargs):
             "model_kwargs may not set include_preprocessing: the training pipeline "
             "normalises the pixels (the recipe's preprocessing); add the layer to the "
             "trained model with the builder's include_preprocessing= and weights=")
+    if "classifier_activation" in model_kwargs:
+        check_classifier_activation(model_kwargs["classifier_activation"],
+                                    "model_kwargs classifier_activation")
     return model_kwargs
 
 

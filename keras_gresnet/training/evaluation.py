@@ -4,6 +4,7 @@ the test metrics on it."""
 
 from keras_gresnet import data
 from keras_gresnet._checks import check_choice
+from keras_gresnet.training.loss import cross_entropy, logits_head
 from keras_gresnet.training.runs import load_run
 
 
@@ -53,9 +54,10 @@ def evaluate(path, *, dataset=None, data_dir=None, batch_size=256, preprocessing
     model, config = load_run(path)
     test, dataset, examples = test_data(config, dataset=dataset, data_dir=data_dir,
                                         preprocessing=preprocessing, batch_size=batch_size)
-    if not model.compiled:  # published files carry no optimizer or compile state
-        model.compile(loss="sparse_categorical_crossentropy", metrics=["accuracy"])
-    metrics = model.evaluate(test, verbose=0, return_dict=True)
+    # The loss from the logits, as training computes it on every backend.
+    model.compile(loss=cross_entropy(), metrics=["accuracy"])
+    with logits_head(model):
+        metrics = model.evaluate(test, verbose=0, return_dict=True)
     return dict(
         dataset=dataset,
         test_loss=float(metrics["loss"]),

@@ -20,6 +20,7 @@ from keras_gresnet._cpu import cpu_info
 from keras_gresnet.layers import gate_layers
 from keras_gresnet.training import backends, runs
 from keras_gresnet.training.cluster import resolve_cluster
+from keras_gresnet.training.loss import cross_entropy, logits_head
 from keras_gresnet.training.config import (
     build_model, dtype_policy_scope, inference_copy, resolve_config,
 )
@@ -124,10 +125,17 @@ def _train(config, cluster, out, overwrite, verbose, tensorboard):
         # so the epoch a killed run trains again is never logged twice.
         callbacks += loop.chief_callbacks(
             [backup] + ([RunTensorBoard(out / TENSORBOARD, logger)] if tensorboard else []))
-    seconds = _fit(loop, train_data, epochs, initial_epoch, pipe, config, verbose,
-                   callbacks=callbacks)
-    _check_finite(logger, config, out)
-    results = _results(loop.evaluate(pipe.test), net, logger.history, initial_epoch, seconds)
+    # The loss from the logits on every backend (keras_gresnet.training.loss).
+    with logits_head(net):
+        seconds = _fit(loop, train_data, epochs, initial_epoch, pipe, config, verbose,
+                       callbacks=callbacks)
+        _check_finite(logger, config, out)
+        test = loop.evaluate(pipe.test)
+    results = _results(test, net, logger.history, initial_epoch, seconds)
+    # The returned model evaluates as Keras' own softmax classifiers do.
+    with loop.strategy.scope():
+        net.compile(optimizer=net.optimizer, loss="sparse_categorical_crossentropy",
+                    metrics=["accuracy"], **compile_options())
     if loop.chief:
         runs.finish(out, inference_copy(net), results, logger.gates, config["dataset"],
                     config)
@@ -185,7 +193,7 @@ def _compiled_model(config, recipe, pipe, strategy):
         net = build_model(config, pipe.input_shape, pipe.num_classes)
         net.compile(
             optimizer=recipe.optimizer(pipe.steps_per_epoch),
-            loss="sparse_categorical_crossentropy",
+            loss=cross_entropy(),  # of the logits: fitted inside logits_head
             metrics=["accuracy"],
             **compile_options(),
         )

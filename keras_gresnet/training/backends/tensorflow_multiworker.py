@@ -154,12 +154,14 @@ def check_last_batch(num_examples, global_batch_size, replicas):
         )
 
 
-def _cross_entropy_and_correct(labels, probabilities):
-    """Summed sparse cross-entropy (as Keras' loss computes it) and the number
-    of correct predictions, over a batch."""
-    probabilities = tf.cast(probabilities, tf.float32)
-    cross_entropy = keras.losses.sparse_categorical_crossentropy(labels, probabilities)
-    predicted = tf.argmax(probabilities, axis=-1, output_type=labels.dtype)
+def _cross_entropy_and_correct(labels, logits):
+    """Summed sparse cross-entropy of the softmax of ``logits`` (the model's
+    output inside :func:`keras_gresnet.training.loss.logits_head`) and the
+    number of correct predictions, over a batch."""
+    logits = tf.cast(logits, tf.float32)
+    cross_entropy = keras.losses.sparse_categorical_crossentropy(labels, logits,
+                                                                 from_logits=True)
+    predicted = tf.argmax(logits, axis=-1, output_type=labels.dtype)
     correct = tf.cast(tf.equal(predicted, labels), tf.float32)
     return tf.reduce_sum(cross_entropy), tf.reduce_sum(correct)
 
@@ -192,8 +194,8 @@ class Trainer:
     def _replica_train_step(self, images, labels, global_size):
         model = self.model
         with tf.GradientTape() as tape:
-            probabilities = model(images, training=True)
-            cross_entropy, correct = _cross_entropy_and_correct(labels, probabilities)
+            logits = model(images, training=True)
+            cross_entropy, correct = _cross_entropy_and_correct(labels, logits)
             regularization = _regularization(model)
             loss = (cross_entropy / global_size
                     + regularization / self.strategy.num_replicas_in_sync)
@@ -214,8 +216,8 @@ class Trainer:
         return local(totals)[0], local(regularization)[0]
 
     def _replica_test_step(self, images, labels):
-        probabilities = self.model(images, training=False)
-        cross_entropy, correct = _cross_entropy_and_correct(labels, probabilities)
+        logits = self.model(images, training=False)
+        cross_entropy, correct = _cross_entropy_and_correct(labels, logits)
         size = tf.cast(tf.shape(labels)[0], tf.float32)
         return tf.distribute.get_replica_context().all_reduce(
             "sum", tf.stack([cross_entropy, correct, size]))
