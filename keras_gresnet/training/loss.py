@@ -23,7 +23,7 @@ import contextlib
 
 import keras
 
-from keras_gresnet.weights.loading import HEAD
+from keras_gresnet.weights.loading import HEAD, head_layer
 
 
 def cross_entropy():
@@ -48,10 +48,9 @@ def logits_head(model):
     the compiled step functions, traced with the logits, are dropped.
     Recompile afterwards with a loss for the probabilities to evaluate the
     model with Keras."""
-    try:
-        head = model.get_layer(HEAD)
-    except ValueError:
-        raise ValueError(f"model {model.name} has no {HEAD!r} classifier to train") from None
+    head = head_layer(model)
+    if head is None:
+        raise ValueError(f"model {model.name} has no {HEAD!r} classifier to train")
     activation = head.activation
     check_classifier_activation(activation, f"the {HEAD!r} layer's activation")
     head.activation = keras.activations.linear
