@@ -17,9 +17,10 @@ of ``reproduce_gr_conv.py``):
         --seeds 0,1 --runs gresnet=runs/gresnet-seed{seed},resnet=runs/resnet-seed{seed}
 
 Writes ``pruning.csv``, ``pruning.md`` and ``pruning.png`` in ``--results``:
-per curve the mean over the nets, each net's value, and the GResNet's random
-curve against the ResNet's at half the blocks removed with Welch's 95%
-interval (two nets a side at least). Finished curves are kept in
+per curve the mean over the nets and each net's value; then greedy against
+random on the GResNet, and the GResNet's random curve against the ResNet's at
+half the blocks and with every block removed, each with Welch's 95% interval
+(two nets a side at least). Finished curves are kept in
 ``pruning.csv`` and not recomputed (rows written before the ``train_seed``
 column existed are of the seed-0 nets); a net whose run has not finished is
 left out (its curves come when it has).
@@ -110,36 +111,56 @@ def _values(values, scale=100):
     return mean if len(values) == 1 else f"{mean} ({', '.join(shown)})"
 
 
+def _gap_line(what, a, b):
+    """One difference of mean accuracies, with Welch's 95% interval over the nets."""
+    if len(a) < 2 or len(b) < 2:
+        return f"{what}: no interval (it takes two nets of each)."
+    gap = welch_interval(a, b)
+    if gap is None:  # no spread on either side: the difference is exact
+        return (f"{what}: {100 * (statistics.fmean(a) - statistics.fmean(b)):+.2f} points, "
+                f"every net of a side at the same accuracy (no interval needed).")
+    return (f"{what}: {100 * gap[0]:+.2f} points, Welch 95% interval "
+            f"[{100 * gap[1]:+.2f}, {100 * gap[2]:+.2f}] over the nets.")
+
+
 def table_lines(curves, seeds):
     """The Markdown rows of ``pruning.md``: per curve, the nets' accuracy with
-    nothing, half and every block removed; then the GResNet-ResNet gap."""
-    lines = ["| curve | nets (training seeds) | nothing removed | blocks removed | accuracy "
-             "| kept | every block removed |", "|---|---|---|---|---|---|---|"]
-    halves = {}
+    nothing, the fewest, half and every block removed; then GR's three
+    comparisons as differences with Welch intervals: greedy against random on
+    the GResNet, and the GResNet's random curve against the ResNet's at half
+    the blocks and with every block removed (the stem and head alone)."""
+    lines = ["| curve | nets (training seeds) | nothing removed | kept after the fewest "
+             "| blocks removed | accuracy | kept | every block removed |",
+             "|---|---|---|---|---|---|---|---|"]
+    halves, everys = {}, {}
     for key in sorted(curves, key=lambda k: LABELS[k]):
         nets = {s: c for s, c in curves[key].items() if s in seeds}
         if not nets:
             continue
         total = min(max(c) for c in nets.values())
         half = min(min(c, key=lambda n: abs(n - total / 2)) for c in nets.values())
+        fewest = min(min(n for n in c if n > 0) for c in nets.values())
         order = sorted(nets)
         full = [nets[s][0] for s in order]
+        at_fewest = [nets[s][fewest] / f for s, f in zip(order, full)]
         at_half = [nets[s][half] for s in order]
         every = [nets[s][total] for s in order]
         kept = [a / f for a, f in zip(at_half, full)]
-        halves[key] = at_half
+        halves[key], everys[key] = at_half, every
         lines.append(f"| {LABELS[key]} | {len(order)} ({', '.join(map(str, order))}) | "
-                     f"{_values(full)}% | {half} of {total} | {_values(at_half)}% | "
+                     f"{_values(full)}% | {_values(at_fewest)}% ({fewest} of {total}) | "
+                     f"{half} of {total} | {_values(at_half)}% | "
                      f"{_values(kept, 100)}% | {_values(every)}% |")
-    gap = welch_interval(*(halves.get((k, "random"), []) for k in ("gresnet", "resnet")))
-    lines.append("")
-    if gap is None:
-        lines.append("GResNet random - ResNet random at half the blocks removed: no interval "
-                     "(it takes two nets of each).")
-    else:
-        lines.append(f"GResNet random - ResNet random at half the blocks removed: "
-                     f"{100 * gap[0]:+.2f} points, Welch 95% interval "
-                     f"[{100 * gap[1]:+.2f}, {100 * gap[2]:+.2f}] over the nets.")
+    lines += [
+        "",
+        "- " + _gap_line("GResNet greedy - GResNet random at half the blocks removed",
+                         halves.get(("gresnet", "greedy"), []),
+                         halves.get(("gresnet", "random"), [])),
+        "- " + _gap_line("GResNet random - ResNet random with every block removed",
+                         *(everys.get((k, "random"), []) for k in ("gresnet", "resnet"))),
+        "- " + _gap_line("GResNet random - ResNet random at half the blocks removed",
+                         *(halves.get((k, "random"), []) for k in ("gresnet", "resnet"))),
+    ]
     return lines
 
 

@@ -20,28 +20,54 @@ def _rows(kind, order, train_seed, accuracies, seed=0):
                  removed=str(c), accuracy=str(a)) for c, a in enumerate(accuracies)]
 
 
+def _gap(lines, what):
+    """``(gap, low, high)`` of the summary line on ``what``, or its text
+    when it has no interval."""
+    line = next(line for line in lines if line.startswith(f"- {what}: "))
+    if "no interval" in line:
+        return line
+    gap = float(line.split(": ")[1].split(" points")[0])
+    low, high = (float(v) for v in line.split("[")[1].split("]")[0].split(", "))
+    return gap, low, high
+
+
 def test_each_net_averages_its_orders_then_the_table_its_nets():
     rows = (_rows("gresnet", "random", 0, [0.9, 0.6, 0.2], seed=0)
             + _rows("gresnet", "random", 0, [0.9, 0.8, 0.2], seed=1)
             + _rows("gresnet", "random", 1, [0.8, 0.5, 0.1])
+            + _rows("gresnet", "greedy", 0, [0.9, 0.9, 0.2])
+            + _rows("gresnet", "greedy", 1, [0.8, 0.8, 0.1])
             + _rows("resnet", "random", 0, [0.9, 0.4, 0.1])
-            + _rows("resnet", "random", 1, [0.8, 0.3, 0.1]))
+            + _rows("resnet", "random", 1, [0.8, 0.3, 0.3]))
     curves = pruning.net_curves(rows)
     assert curves["gresnet", "random"][0][1] == pytest.approx(0.7)  # mean of its 2 orders
     lines = pruning.table_lines(curves, [0, 1])
     gres = next(line for line in lines if line.startswith("| GResNet random"))
-    # half of 2 blocks is 1: nets at 70 and 50, mean 60; kept 70/90 and 50/80
-    assert gres.split(" | ")[1:6] == ["2 (0, 1)", "85.00 (90.00, 80.00)%", "1 of 2",
+    # half of 2 blocks is 1 (also the fewest removed): nets at 70 and 50,
+    # mean 60; kept 70/90 and 50/80
+    assert gres.split(" | ")[1:7] == ["2 (0, 1)", "85.00 (90.00, 80.00)%",
+                                      "70.14 (77.78, 62.50)% (1 of 2)", "1 of 2",
                                       "60.00 (70.00, 50.00)%", "70.14 (77.78, 62.50)%"]
-    gap = lines[-1]
     # GResNet 70, 50 against ResNet 40, 30: +25 points; Welch's t with 2
     # nets a side (dof about 1.5) gives a wide interval that still holds +25
-    assert gap.startswith("GResNet random - ResNet random at half the blocks removed: +25.00")
-    low, high = (float(v) for v in gap.split("[")[1].rstrip("] over the nets.").split(", "))
-    assert low < 25 < high and high - low > 50
+    gap, low, high = _gap(lines, "GResNet random - ResNet random at half the blocks removed")
+    assert gap == pytest.approx(25.0) and low < 25 < high and high - low > 50
+    # greedy 90, 80 against random 70, 50: +25 points
+    gap, low, high = _gap(lines, "GResNet greedy - GResNet random at half the blocks removed")
+    assert gap == pytest.approx(25.0) and low < 25 < high
+    # every block removed: GResNet 20, 10 against ResNet 10, 30: -5 points
+    gap, low, high = _gap(lines, "GResNet random - ResNet random with every block removed")
+    assert gap == pytest.approx(-5.0) and low < -5 < high
+    # no spread on either side (every net at chance, say): an exact difference
+    flat = pruning.net_curves(_rows("gresnet", "random", 0, [0.9, 0.1]) + _rows(
+        "gresnet", "random", 1, [0.8, 0.1]) + _rows("resnet", "random", 0, [0.9, 0.1])
+        + _rows("resnet", "random", 1, [0.7, 0.1]))
+    assert _gap(pruning.table_lines(flat, [0, 1]), "GResNet random - ResNet random with "
+                "every block removed").endswith(": +0.00 points, every net of a side at "
+                                                "the same accuracy (no interval needed).")
     # one seed: its nets only, and no interval
-    assert pruning.table_lines(curves, [1])[-1].endswith("no interval (it takes two nets "
-                                                          "of each).")
+    assert _gap(pruning.table_lines(curves, [1]), "GResNet random - ResNet random at half "
+                "the blocks removed").endswith("no interval (it takes two nets of each).")
 
 
 def test_rows_before_the_train_seed_column_are_the_seed_0_nets(tmp_path):
