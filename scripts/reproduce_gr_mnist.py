@@ -8,6 +8,9 @@ with GR's MNIST recipe; test error per depth and model, mean k per depth.
 The runs, in this order: seed 0 of every kind at every depth, the gated plain
 net at ``--gated-plain-depths``, then seeds 1 .. ``--seeds``-1 of the ResNet
 and GResNet at each of ``--seed-depths`` in turn (GR's 100, then 50).
+``--runs`` trains only some of them (``resnet_mlp100-seed2``), so that two
+processes can train two runs at once (a net this narrow keeps about one core
+busy); the tables are still written from every finished run.
 
 Resumable: a finished run is not retrained (a diverged one counts as
 finished), an unfinished one resumes; the tables are written from the
@@ -51,10 +54,16 @@ def plan(args):
     return list(dict.fromkeys(runs))
 
 
+def run_name(kind, depth, seed):
+    return run_folder("", kind, depth, seed).name
+
+
 def train_all(args):
     # The recipe's optimizer unless asked (the Fashion-MNIST tables: Keras 3's "nadam").
     overrides = {"optimizer_name": args.optimizer_name} if args.optimizer_name else {}
     for kind, depth, seed in plan(args):
+        if args.runs is not None and run_name(kind, depth, seed) not in args.runs:
+            continue
         train_run(run_folder(args.out, kind, depth, seed), f"{kind}_mlp",
                   model_kwargs=dict(depth=depth), seed=seed, dataset=args.dataset,
                   data_dir=args.data_dir, epochs=args.epochs,
@@ -198,11 +207,19 @@ def main(argv=None):
                         help="depths of the gated plain net (seed 0)")
     parser.add_argument("--optimizer-name",
                         help="override gr_mnist's optimizer (default keras1_nadam, GR's)")
+    parser.add_argument("--runs", type=lambda s: [r for r in s.split(",") if r],
+                        help="train only these runs of the plan, e.g. "
+                             "resnet_mlp100-seed2,gresnet_mlp100-seed2 (default: all)")
     add_run_options(parser, "tables and plots")
     args = parser.parse_args(argv)
     unknown = sorted(set(args.kinds) - set(KINDS))
     if unknown:
         parser.error(f"unknown --kinds {unknown}; accepted: {','.join(KINDS)}")
+    planned = [run_name(*run) for run in plan(args)]
+    unknown = [r for r in args.runs or [] if r not in planned]
+    if unknown:
+        parser.error(f"--runs: not in the plan: {', '.join(unknown)}; accepted: "
+                     f"{', '.join(planned)}")
     args.out = Path(args.out or f"zoo/results/{args.dataset}")
     if not args.no_train:
         train_all(args)

@@ -86,3 +86,30 @@ def test_the_cards_command_trains_the_run_the_script_recorded(tmp_path):
     model_a, model_b = (keras_gresnet.load_model(f / "model.keras") for f in (a, b))
     for wa, wb in zip(model_a.get_weights(), model_b.get_weights()):
         np.testing.assert_array_equal(wa, wb)
+
+
+def test_runs_trains_only_the_named_runs_of_the_plan(monkeypatch, tmp_path, capsys):
+    # ``--runs`` splits the plan between processes: each trains its runs only,
+    # in the plan's order; a name outside the plan is refused before any run.
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import reproduce_gr_mnist as script
+
+    trained = []
+    monkeypatch.setattr(script, "train_run", lambda folder, *a, **k: trained.append(
+        Path(folder).name))
+    monkeypatch.setattr(script, "collect", lambda args: [])
+    monkeypatch.setattr(script, "write_table", lambda args, rows: None)
+    monkeypatch.setattr(script, "write_plots", lambda args, rows: None)
+    script.main(["--out", str(tmp_path), "--runs",
+                 "gresnet_mlp100-seed2,resnet_mlp100-seed2"])
+    assert trained == ["resnet_mlp100-seed2", "gresnet_mlp100-seed2"]
+    trained.clear()
+    script.main(["--out", str(tmp_path), "--depths", "2", "--seed-depths", "2", "--seeds", "2",
+                 "--gated-plain-depths", ""])
+    assert trained == ["plain_mlp2-seed0", "resnet_mlp2-seed0", "gresnet_mlp2-seed0",
+                       "resnet_mlp2-seed1", "gresnet_mlp2-seed1"]
+    trained.clear()
+    with pytest.raises(SystemExit) as exit_:
+        script.main(["--out", str(tmp_path), "--runs", "gresnet_mlp100-seed3"])
+    assert exit_.value.code == 2 and trained == []
+    assert "--runs: not in the plan: gresnet_mlp100-seed3" in capsys.readouterr().err
