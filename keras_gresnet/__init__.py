@@ -5,6 +5,7 @@ so ``import keras_gresnet`` and the command line start without TensorFlow.
 """
 
 import importlib
+from pathlib import Path
 
 from keras_gresnet._version import __version__
 
@@ -18,7 +19,7 @@ _MOVED = {
     "recipes": "keras_gresnet.training.recipes",
     "distributed": "keras_gresnet.training.backends.tensorflow_multiworker",
 }
-__all__ = [*_SUBMODULES, "__version__", "decode_predictions", "load_model"]
+__all__ = [*_SUBMODULES, "__version__", "decode_predictions", "load_model", "preprocess_input"]
 
 
 def decode_predictions(preds, source, top=5):
@@ -29,26 +30,39 @@ def decode_predictions(preds, source, top=5):
     return predictions.decode_predictions(preds, source, top=top)
 
 
-def load_model(path, *, compile=True):
-    """Load a ``.keras`` file of a zoo model (a run's ``model.keras``, a
-    published file, one a user saved) with ``safe_mode=True``: no code from
-    the file runs. ``import keras_gresnet`` alone does not import Keras (so
-    the command line starts fast), so Keras' own ``keras.saving.load_model``
-    finds the package's layers (``ResidualGate``, ``ZeroPadShortcut``...)
-    and optimizers (``Keras1Nadam``) only once ``keras_gresnet.layers`` and
-    ``keras_gresnet.optimizers`` are imported; this imports them first.
-    The loader is the run folders' own (a file Keras cannot read is a
-    ``ValueError`` naming it).
+def load_model(source, *, compile=True):
+    """The model of ``source``, with its card: a ``.keras`` file (loaded with
+    ``safe_mode=True``: no code from the file runs), a run or preset folder,
+    a published weights name or ``hf://owner/name``
+    (:func:`keras_gresnet.zoo.resolve`, the one resolver every command uses).
+    The package's layers and optimizers are registered first, so a ``.keras``
+    file of a zoo model needs no ``custom_objects``.
 
     Args:
-        path: the ``.keras`` file.
-        compile: also restore the optimizer, loss and metrics (Keras' own
-            argument).
+        source: anything :func:`keras_gresnet.zoo.resolve` takes.
+        compile: for a ``.keras`` file or a run folder, also restore the
+            optimizer, loss and metrics it was saved with (Keras' own
+            argument); the model then comes as the file holds it, with the
+            resolved card where it is a zoo model.
     """
-    importlib.import_module("keras_gresnet.layers")  # registers the layers
-    importlib.import_module("keras_gresnet.optimizers")  # and the optimizers
-    runs = importlib.import_module("keras_gresnet.training.runs")
-    return runs.load_model_file(path, compile=compile)
+    resolver = importlib.import_module("keras_gresnet.zoo.resolver")
+    resolved = resolver.resolve(source)
+    if not compile or resolved.kind not in ("keras_file", "run"):
+        return resolved.model
+    loading = importlib.import_module("keras_gresnet.weights.loading")
+    path = Path(source) / "model.keras" if resolved.kind == "run" else Path(source)
+    model = loading.load_model_file(path, compile=True)
+    if hasattr(model, "remember"):
+        model.remember(model.builder, model.builder_kwargs, resolved.card)
+    return model
+
+
+def preprocess_input(x, source):
+    """Raw 0-255 pixels as the model of ``source`` takes them (Keras
+    Applications' ``preprocess_input``):
+    :func:`keras_gresnet.zoo.resolver.preprocess_input`."""
+    resolver = importlib.import_module("keras_gresnet.zoo.resolver")
+    return resolver.preprocess_input(x, source)
 
 
 def __getattr__(name):

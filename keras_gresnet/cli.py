@@ -232,11 +232,11 @@ def cmd_evaluate(args, extra):
 
 
 def cmd_gates(args, extra):
-    from keras_gresnet import analysis, training
+    from keras_gresnet import analysis, zoo
 
     if extra:
         raise ValueError(f"unexpected arguments {extra}")
-    model, _ = training.load_run(args.path)
+    model = zoo.resolve(args.path).model
     values = analysis.gate_values(model)
     if not values:
         print(f"{model.name} has no gates")
@@ -247,10 +247,27 @@ def cmd_gates(args, extra):
     print(f"{len(ks)} gates, mean g(k) {sum(ks) / len(ks):.4f}")
 
 
-def cmd_prune(args, extra):
+def _pruned_out(args, resolved, count):
+    """Where ``prune`` writes: ``--out``, else inside a run folder (its own
+    ``pruned-N.keras``), beside a ``.keras`` file or preset folder, or in
+    the working folder for a published name or ``hf://``; never over a
+    file of the user's."""
     from pathlib import Path
 
-    from keras_gresnet import files, analysis, training
+    if args.out:
+        return Path(args.out), False
+    if resolved.kind == "run":
+        return Path(args.path) / f"pruned-{count}.keras", True
+    if resolved.kind in ("keras_file", "preset"):
+        source = Path(args.path)
+        stem = source.name[:-len(".keras")] if resolved.kind == "keras_file" else source.name
+        return source.with_name(f"{stem}-pruned{count}.keras"), False
+    name = resolved.source.rstrip("/").rsplit("/", 1)[-1].replace("@", "-")
+    return Path(f"{name}-pruned{count}.keras"), False
+
+
+def cmd_prune(args, extra):
+    from keras_gresnet import analysis, files, training, zoo
 
     if extra:
         raise ValueError(f"unexpected arguments {extra}")
@@ -269,39 +286,43 @@ def cmd_prune(args, extra):
                              f"block once")
     if args.out and not args.out.endswith(".keras"):
         raise ValueError(f"--out must end in .keras, got {args.out!r}")
-    model, config = training.load_run(args.path)
+    resolved = zoo.resolve(args.path)
+    model = resolved.model
     if blocks is None:
         order = analysis.removal_order(model, args.order, args.seed)
         if args.count > len(order):
             raise ValueError(f"--count {args.count}: only {len(order)} blocks can be removed")
         blocks = order[: args.count]
-    pruned = analysis.prune(model, blocks)
-    source = Path(args.path)
-    out = Path(args.out) if args.out else (
-        source / f"pruned-{len(blocks)}.keras" if source.is_dir()
-        else source.with_name(f"{source.stem}-pruned{len(blocks)}.keras"))
-    ours = source.is_dir() and out.parent == source and out.name == f"pruned-{len(blocks)}.keras"
+    out, ours = _pruned_out(args, resolved, len(blocks))
     if out.exists() and not ours:
         raise ValueError(f"--out {str(out)!r} exists; the pruned model is never written over "
                          f"a file of yours: pick another --out")
+    pruned = analysis.prune(model, blocks)
     names = [b.name if isinstance(b, analysis.Block) else b for b in blocks]
-    print(f"removed {len(names)} blocks: {', '.join(map(str, names))}")
-    if config is not None or args.dataset:
-        test, _, _ = training.test_data(config, dataset=args.dataset, data_dir=args.data_dir)
-        for label, m in (("before", model), ("after", pruned)):
-            print(f"test accuracy {label}: {100 * analysis.accuracy(m, test):.2f}%")
+    accuracies = []
+    if resolved.config is not None or args.dataset or resolved.card.get("dataset"):
+        images, labels, _ = training.test_set(resolved, dataset=args.dataset,
+                                              data_dir=args.data_dir)
+        for m in (model, pruned):
+            raw = zoo.raw_pixels_model(zoo.Resolved(m, resolved.card, "model", m.name))
+            accuracies.append(analysis.accuracy(raw, (training.fitted_pixels(images, raw),
+                                                      labels)))
     with files.atomic_path(out) as tmp:
         pruned.save(tmp)
+    print(f"removed {len(names)} blocks: {', '.join(map(str, names))}")
+    for label, value in zip(("before", "after"), accuracies):
+        print(f"test accuracy {label}: {100 * value:.2f}%")
     print(f"saved {out}")
 
 
 def cmd_predict(args, extra):
-    """The top classes of each picture, with probabilities, from a model (a
-    published weights name, a run or preset folder, a .keras file): the
-    pictures fitted to its input and normalised as its source was."""
+    """The top classes of each picture, with probabilities, from a model
+    (anything :func:`keras_gresnet.zoo.resolve` takes): the raw pictures
+    fitted to its input and normalised as its card records
+    (:func:`keras_gresnet.zoo.preprocess_input`)."""
     import numpy as np
 
-    from keras_gresnet import finetune, predictions
+    from keras_gresnet import predictions, zoo
 
     if extra:
         raise ValueError(f"unexpected arguments {extra}")
@@ -310,26 +331,18 @@ def cmd_predict(args, extra):
     missing = [p for p in args.images if not os.path.isfile(p)]
     if missing:
         raise ValueError(f"{missing[0]}: no such picture file")
-    from keras_gresnet.layers import model_card, takes_raw_pixels
-
-    model = finetune.load_pretrained(args.model)
-    bare_file = str(args.model).endswith(".keras")
-    info = (dict(class_names=None, preprocessing=None) if bare_file
-            else predictions.source_info(args.model))
-    card = model_card(model)  # what a .keras file of a zoo model carries
-    preprocessing = info["preprocessing"] or card.get("preprocessing")
-    raw = takes_raw_pixels(model)  # it normalises the pixels itself
-    x = predictions.read_pictures(args.images, predictions.model_input_shape(model),
-                                  preprocessing, raw=raw)
+    resolved = zoo.resolve(args.model)
+    model = resolved.model
+    x = resolved.preprocess(predictions.read_pictures(
+        args.images, predictions.model_input_shape(model)))
     if len(model.input_shape) == 2:  # a flat input (GR's MLPs take 784 pixels)
         x = x.reshape(len(x), -1)
     probabilities = np.asarray(model.predict(x, verbose=0))
-    names = info["class_names"] or card.get("class_names") or [
-        str(i) for i in range(probabilities.shape[1])]
+    names = resolved.class_names or [str(i) for i in range(probabilities.shape[1])]
     top = min(args.top, probabilities.shape[1])
     for path, row in zip(args.images, predictions.decode_predictions(probabilities, names, top)):
         print(f"{path}: " + ", ".join(f"{name} {100 * p:.1f}%" for name, p in row))
-    if preprocessing is None and not raw:
+    if resolved.preprocessing is None and not resolved.takes_raw_pixels:
         print("note: the source records no preprocessing; pixels were scaled to [0, 1]",
               file=sys.stderr)
 
@@ -346,8 +359,10 @@ def cmd_export(args, extra):
             os.path.splitext(args.out)[1], "tf_saved_model")
     export.check_format(args.format, argument="--format")
     export.check_out(args.out, args.format, argument="--out")
-    out = export.export(args.model, args.out, format=args.format)
-    print(f"exported {args.model} as {args.format}: {out}")
+    out = export.export(args.model, args.out, format=args.format,
+                        include_preprocessing=not args.no_preprocessing)
+    takes = "normalised pixels" if args.no_preprocessing else "raw 0-255 pixels"
+    print(f"exported {args.model} as {args.format} (takes {takes}): {out}")
 
 
 def _size(size):
@@ -407,6 +422,10 @@ def cmd_weights(args, extra):
             raise ValueError("; ".join(problems))
 
 
+_SOURCE_HELP = ("anything a model comes from: a published weights name, a run folder, a "
+                "preset folder, a .keras file or hf://owner/name")
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="keras-gresnet",
@@ -455,42 +474,47 @@ def build_parser():
                    "every gate) into RUN/tensorboard (needs tensorflow and tensorboard)")
     p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("evaluate", help="test error of a run folder or a .keras file")
-    p.add_argument("path")
-    p.add_argument("--dataset")
-    p.add_argument("--data-dir")
-    p.add_argument("--preprocessing", help="for a bare .keras file: scale, mean, meanstd")
+    p = sub.add_parser("evaluate", help="test error of a model on raw pictures of its test set")
+    p.add_argument("path", metavar="model", help=_SOURCE_HELP)
+    p.add_argument("--dataset", help="the test set (default: a run's own, else the dataset the "
+                   "model's card records): mnist, fashion_mnist, cifar10, cifar100, folder")
+    p.add_argument("--data-dir", help="where the dataset's files (or a picture folder) are")
+    p.add_argument("--preprocessing", help="only for a model that records none: scale, mean "
+                   "or meanstd, fitted on the dataset's training split")
     p.set_defaults(func=cmd_evaluate)
 
-    p = sub.add_parser("gates", help="k and g(k) of every gate of a run or .keras file")
-    p.add_argument("path")
+    p = sub.add_parser("gates", help="k and g(k) of every gate of a model")
+    p.add_argument("path", metavar="model", help=_SOURCE_HELP)
     p.set_defaults(func=cmd_gates)
 
     p = sub.add_parser("prune", help="remove residual blocks (GR's layer pruning)")
-    p.add_argument("path", help="a run folder or a .keras file")
+    p.add_argument("path", metavar="model", help=_SOURCE_HELP)
     p.add_argument("--blocks", help="comma-separated block names or indices, e.g. block7,block9")
     p.add_argument("--count", type=int, help="remove this many blocks in --order")
     p.add_argument("--order", default="greedy", help="greedy (smallest g(k) first) or random")
     p.add_argument("--seed", type=int, default=0, help="seed of the random order")
-    p.add_argument("--out", help="the pruned model (.keras); default beside the input")
-    p.add_argument("--dataset", help="evaluate before/after on this test set (bare .keras)")
-    p.add_argument("--data-dir")
+    p.add_argument("--out", help="the pruned model (.keras); default in a run folder, beside "
+                   "a file or preset, else in the working folder")
+    p.add_argument("--dataset", help="the test set of the before/after accuracy (default: a "
+                   "run's own, else the one the model's card records)")
+    p.add_argument("--data-dir", help="where the dataset's files (or a picture folder) are")
     p.set_defaults(func=cmd_prune)
 
     p = sub.add_parser("predict", help="the top classes of pictures, with probabilities")
-    p.add_argument("model", help="a published weights name, a run folder, a preset folder or "
-                   "a .keras file")
+    p.add_argument("model", help=_SOURCE_HELP)
     p.add_argument("images", nargs="+", help="picture files (PNG, JPEG, ...)")
     p.add_argument("--top", type=int, default=5, help="classes shown per picture (default 5)")
     p.set_defaults(func=cmd_predict)
 
     p = sub.add_parser("export", help="export for inference: SavedModel, ONNX or LiteRT")
-    p.add_argument("model", help="a published weights name, a .keras file, a preset folder "
-                   "or a run folder")
+    p.add_argument("model", help=_SOURCE_HELP)
     p.add_argument("--format", default=None,
                    help="tf_saved_model (a folder), onnx (.onnx) or litert (.tflite); "
                    "default: from --out's suffix (.onnx, .tflite, else a SavedModel folder)")
     p.add_argument("--out", required=True, help="the artefact; must not exist")
+    p.add_argument("--no-preprocessing", action="store_true",
+                   help="leave the model's pixel normalisation out: the artefact then takes "
+                   "normalised pixels (default: raw 0-255 pixels, the normalisation inside)")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("weights", help="published weights: list, download, verify the cache")

@@ -101,14 +101,6 @@ def check_out(out, format, argument="out"):
     return out
 
 
-def _load_model(model):
-    """The ``keras.Model`` that ``model`` names
-    (:func:`keras_gresnet.zoo.presets.resolve_model`)."""
-    from keras_gresnet.zoo.presets import resolve_model
-
-    return resolve_model(model)
-
-
 @contextlib.contextmanager
 def _created_parents(path):
     """Create ``path``'s missing parent folders; on failure remove those
@@ -143,7 +135,7 @@ def _move_into_place(source, out):
         source.unlink()
 
 
-def export(model, out, format="tf_saved_model", **kwargs):
+def export(model, out, format="tf_saved_model", *, include_preprocessing=True, **kwargs):
     """Export ``model`` for inference to ``out``; returns ``out`` as a Path.
 
     Args:
@@ -154,14 +146,30 @@ def export(model, out, format="tf_saved_model", **kwargs):
             ``"tf_saved_model"``, a ``.onnx`` or ``.tflite`` file.
         format: one of :data:`FORMATS`; :func:`keras_gresnet.training.backends.exports`
             lists the backends and packages each needs.
+        include_preprocessing: the artefact takes raw 0-255 pixels, the
+            model's recorded normalisation inside
+            (:func:`keras_gresnet.zoo.raw_pixels_model`; default); ``False``:
+            the model as it is, taking the normalised pixels its card
+            records. Either way the artefact carries its contract
+            (:func:`read_contract`): class names, input layout and size,
+            which pixels it takes, the preprocessing, source and licence, in
+            ONNX's ``metadata_props`` and in a SavedModel's
+            ``assets.extra/keras_gresnet.json``.
         **kwargs: passed to ``model.export`` (``input_signature``,
             ``opset_version``, LiteRT converter options...).
     """
     import keras
 
+    from keras_gresnet import zoo
+
     check_format(format)
     out = check_out(out, format)
-    model = _load_model(model)
+    if not isinstance(include_preprocessing, bool):
+        raise ValueError(f"include_preprocessing must be True or False, got "
+                         f"{include_preprocessing!r}")
+    resolved = zoo.resolve(model)
+    model = zoo.raw_pixels_model(resolved) if include_preprocessing else resolved.model
+    contract = artefact_contract(resolved, model)
     kwargs.setdefault("verbose", False)
     if "input_signature" not in kwargs and len(getattr(model, "inputs", None) or ()) == 1:
         # The model's own input, given: ONNX on torch refuses a model loaded
@@ -178,11 +186,82 @@ def export(model, out, format="tf_saved_model", **kwargs):
             model.export(str(artefact), format=format, **kwargs)
             if not artefact.exists():
                 raise RuntimeError(f"model.export(format={format!r}) wrote no {artefact}")
+            _write_contract(artefact, format, contract)
             sigterm.check()  # a SIGTERM whose exception a callback swallowed: keep nothing
             _move_into_place(artefact, out)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def artefact_contract(resolved, model):
+    """What an artefact of ``model`` (exported from ``resolved``) takes and
+    gives, as plain JSON-ready values: its pixels (``"raw 0-255"`` or
+    ``"normalised"``), input layout and shape, the preprocessing, class
+    names, source, dataset, licence and this package's version."""
+    import keras
+
+    from keras_gresnet._version import __version__
+    from keras_gresnet.layers import takes_raw_pixels
+
+    shape = list(model.input_shape[1:])
+    layout = "flat" if len(shape) == 1 else (
+        "NCHW" if keras.config.image_data_format() == "channels_first" else "NHWC")
+    card = resolved.card
+    return {key: value for key, value in dict(
+        pixels="raw 0-255" if takes_raw_pixels(model) else "normalised",
+        input_layout=layout, input_shape=shape,
+        preprocessing=card.get("preprocessing"), class_names=card.get("class_names"),
+        source=card.get("source") or resolved.source, dataset=card.get("dataset"),
+        license=card.get("license"), keras_gresnet_version=__version__,
+    ).items() if value is not None}
+
+
+CONTRACT_FILE = "keras_gresnet.json"  # a SavedModel's assets.extra/ holds it
+
+
+def _write_contract(artefact, format, contract):
+    """Put ``contract`` into the artefact: ONNX ``metadata_props`` (each
+    value a string; lists and objects as JSON), a SavedModel's
+    ``assets.extra/keras_gresnet.json``. A LiteRT flatbuffer carries none
+    (its metadata needs the TFLite support library)."""
+    import json
+
+    if format == "onnx":
+        import onnx
+
+        proto = onnx.load(str(artefact))
+        del proto.metadata_props[:]
+        for key, value in contract.items():
+            entry = proto.metadata_props.add()
+            entry.key = key
+            entry.value = value if isinstance(value, str) else json.dumps(value)
+        onnx.save(proto, str(artefact))
+    elif format == "tf_saved_model":
+        extra = artefact / "assets.extra"
+        extra.mkdir(exist_ok=True)
+        (extra / CONTRACT_FILE).write_text(json.dumps(contract, indent=2) + "\n")
+
+
+def read_contract(path):
+    """The contract an artefact carries (:func:`artefact_contract`), as a
+    dict; ``{}`` for a LiteRT file or an artefact exported without one."""
+    import json
+
+    path = Path(path)
+    format = _guess_format(path)
+    if format == "tf_saved_model":
+        file = path / "assets.extra" / CONTRACT_FILE
+        return json.loads(file.read_text()) if file.is_file() else {}
+    if format == "onnx":
+        import onnx
+
+        contract = {}
+        for entry in onnx.load(str(path), load_external_data=False).metadata_props:
+            value = entry.value  # lists and objects were written as JSON
+            contract[entry.key] = json.loads(value) if value[:1] in ("[", "{") else value
+        return contract
+    return {}
 
 
 def _remove_stale_exports(out):

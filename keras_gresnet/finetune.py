@@ -45,16 +45,13 @@ while the model's own flag is already ``True``).
 import math
 import os
 import sys
-from pathlib import Path
 
 import keras
 import numpy as np
 
-from keras_gresnet import weights, zoo
+from keras_gresnet import zoo
 from keras_gresnet._checks import check_choice, check_int, check_positive
-from keras_gresnet.files import read_json
-from keras_gresnet.layers import ZooModel, all_layers, model_card, takes_raw_pixels
-from keras_gresnet.training import runs
+from keras_gresnet.layers import ZooModel, all_layers, takes_raw_pixels
 from keras_gresnet.training.loss import cross_entropy, logits_head
 from keras_gresnet.weights.loading import HEAD
 
@@ -63,47 +60,19 @@ SCHEDULES = ("cosine", "constant")  # how a phase's learning rate moves over its
 
 
 def load_pretrained(source):
-    """The model behind ``source``: a ``keras.Model`` as it is, a run folder
-    or ``.keras`` file, a preset folder or a published weights name
-    (:func:`keras_gresnet.zoo.presets.resolve_model`, the one resolver)."""
-    from keras_gresnet.zoo.presets import resolve_model
-
-    try:
-        return resolve_model(source)
-    except ValueError as error:
-        message = str(error)
-        raise ValueError(message if message.startswith("model") else
-                         f"model={str(source)!r}: {message}") from None
+    """The model behind ``source``: anything :func:`keras_gresnet.zoo.resolve`
+    takes (the one resolver)."""
+    return zoo.resolve(source).model
 
 
 def source_info(source):
     """``{"class_names": [...] or None, "preprocessing": dict or None}`` of
-    ``source`` (see the module docstring)."""
+    ``source``: a list of class names (no preprocessing known), or anything
+    :func:`keras_gresnet.zoo.resolve` takes (its card)."""
     if isinstance(source, (list, tuple)) and all(isinstance(n, str) for n in source):
         return dict(class_names=list(source), preprocessing=None)
-    if isinstance(source, keras.Model):  # its card (a zoo model: built, loaded, fine-tuned)
-        card = model_card(source)
-        return dict(class_names=card.get("class_names"), preprocessing=card.get("preprocessing"))
-    if not isinstance(source, (str, os.PathLike)):
-        raise ValueError(f"source must be a model, a weights name, a run or preset folder, or "
-                         f"a list of class names, got {type(source).__name__}")
-    path = Path(source)
-    if path.is_dir() and (path / runs.CONFIG).is_file() and not (
-            path / weights.PRESET_METADATA).is_file():
-        card = runs.run_card(runs.read_config(path / runs.CONFIG), {})
-        return dict(class_names=card.get("class_names"), preprocessing=card.get("preprocessing"))
-    if path.is_dir() and (path / weights.PRESET_METADATA).is_file():
-        metadata = read_json(path / weights.PRESET_METADATA)
-        if isinstance(metadata.get("weights"), str):
-            return source_info(metadata["weights"])
-        return dict(class_names=metadata.get("class_names"),
-                    preprocessing=metadata.get("preprocessing"))
-    if isinstance(source, str) and not path.exists():
-        entry = weights.get_weights(source)  # one line naming the known names otherwise
-        return dict(class_names=list(entry.get("class_names") or []) or None,
-                    preprocessing=entry.get("preprocessing"))
-    raise ValueError(f"source={str(source)!r}: not a weights name, a run folder or a preset "
-                     f"folder")
+    card = zoo.resolver.card_of(source)
+    return dict(class_names=card.get("class_names"), preprocessing=card.get("preprocessing"))
 
 
 def new_head(model, classes, *, preprocessing=None, class_names=None):
@@ -127,7 +96,8 @@ def new_head(model, classes, *, preprocessing=None, class_names=None):
     classes = check_int(classes, "classes", 1)
     if class_names is not None and len(class_names) != classes:
         raise ValueError(f"class_names has {len(class_names)} names for classes={classes}")
-    source = load_pretrained(model)
+    resolved = zoo.resolve(model)
+    source = resolved.model
     if preprocessing is not None and takes_raw_pixels(source):
         raise ValueError(f"model {source.name} has a PixelNormalization layer already: it "
                          f"takes raw pixels")
@@ -154,8 +124,8 @@ def new_head(model, classes, *, preprocessing=None, class_names=None):
         inputs, x = model_input(None, tuple(source.input_shape[1:]), dict(preprocessing))
         # the same layers (and weights) called on the normalised pixels: one flat graph
         net = ZooModel(inputs, net.call(x), name=source.name)
-    card = model_card(source)
-    origin = card.get("source") or (str(model) if isinstance(model, (str, os.PathLike))
+    card = resolved.card
+    origin = card.get("source") or (resolved.source if resolved.kind != "model"
                                     else source.name)
     new_card = dict(source=f"fine-tuned from {origin}",
                     preprocessing=preprocessing or card.get("preprocessing"),
@@ -220,22 +190,6 @@ def _is_batches(data):
         return True
     tf = sys.modules.get("tensorflow")
     return tf is not None and isinstance(data, tf.data.Dataset)
-
-
-def _source_statistics(model, source):
-    """The pixel preprocessing (``Preprocessing.get_config()``) of
-    ``model`` (as given to :func:`finetune`; ``source`` its loaded model):
-    its run's, preset's or weights entry's, else the loaded model's card's;
-    pixels / 255 for a model that records none."""
-    config = None
-    if isinstance(model, (str, os.PathLike)) and not str(model).endswith(".keras") and \
-            not str(model).startswith("hf://"):
-        config = source_info(model)["preprocessing"]
-    if not config:
-        config = model_card(source).get("preprocessing")
-    if not config:
-        return dict(method="scale", mean=[0.0], std=[1.0])
-    return {key: config[key] for key in ("method", "mean", "std") if key in config}
 
 
 # Pixels above this are raw 0-255 values: preprocessed pixels are
@@ -471,7 +425,8 @@ def finetune(
     batch_size = check_int(batch_size, "batch_size", 1)
     check_choice(schedule, "schedule", SCHEDULES)
     check_choice(verbose, "verbose", VERBOSITIES)
-    source = load_pretrained(model)
+    resolved = zoo.resolve(model)
+    source = resolved.model
     full_lr = default_full_lr(source) if full_lr is None else full_lr
     class_names = None
     if isinstance(train_data, (str, os.PathLike)):
@@ -495,11 +450,10 @@ def finetune(
             f"model {source.name} takes raw 0-255 pixels (it has a PixelNormalization layer), "
             f"but train_data holds preprocessed ones (none above {RAW_PIXELS_ABOVE:g}): give "
             f"the raw pixels")
-    preprocessing = _source_statistics(model, source) if raw and not takes_raw else None
-    net = new_head(source, classes, preprocessing=preprocessing, class_names=class_names)
-    if isinstance(model, (str, os.PathLike)) and not model_card(source).get("source"):
-        net.remember(net.builder, net.builder_kwargs,
-                     {**net.card, "source": f"fine-tuned from {model}"})
+    # Raw pixels get the source's recorded preprocessing inside the copy.
+    preprocessing = zoo.resolver.recorded_statistics(resolved) if raw and not takes_raw \
+        else None
+    net = new_head(resolved, classes, preprocessing=preprocessing, class_names=class_names)
     from_logits = _head(net).activation is keras.activations.linear
     x, y = (train_data, None) if _is_batches(train_data) else train_data
     history = {}

@@ -2,15 +2,8 @@
 ``decode_predictions`` (Keras Applications' form), and pictures in, top
 classes out (``keras-gresnet predict MODEL_OR_RUN IMAGE...``).
 
-Where class names and preprocessing come from (:func:`source_info`):
-
-- a published weights name: its registry entry (``class_names``,
-  ``preprocessing``);
-- a run folder: its ``config.json`` (a picture folder's class names, or the
-  named dataset's; the fitted preprocessing statistics);
-- a preset folder: its ``metadata.json`` (the weights it was made from, or
-  ``class_names`` and ``preprocessing`` of its own);
-- a list of names: themselves (no preprocessing known).
+Class names and preprocessing come from the source's card
+(:func:`keras_gresnet.zoo.resolve`, the one resolver), or a list of names.
 """
 
 from pathlib import Path
@@ -18,7 +11,6 @@ from pathlib import Path
 import numpy as np
 
 from keras_gresnet.data.folders import _fitted, _open
-from keras_gresnet.data.preprocessing import Preprocessing
 from keras_gresnet.finetune import source_info
 
 
@@ -58,16 +50,9 @@ def model_input_shape(model):
     return shape
 
 
-def read_pictures(paths, image_shape, preprocessing=None, *, raw=False):
-    """Float32 batch of the pictures ``paths`` fitted to ``image_shape``
-    (:mod:`keras_gresnet.data.folders`' rules), normalised by
-    ``preprocessing`` (a :class:`Preprocessing` config; ``None``: scaled to
-    [0, 1]); with ``raw``, their 0-255 values (for a model that normalises
-    them itself)."""
+def read_pictures(paths, image_shape):
+    """uint8 batch of the pictures ``paths``, raw 0-255 pixels fitted to
+    ``image_shape`` (:mod:`keras_gresnet.data.folders`' rules); a model
+    takes them through :func:`keras_gresnet.zoo.preprocess_input`."""
     height, width, channels = image_shape
-    images = np.stack([_fitted(_open(Path(p)), height, width, channels) for p in paths])
-    if raw:
-        return images.astype(np.float32)
-    method = Preprocessing.from_config(preprocessing) if preprocessing else \
-        Preprocessing.fit("scale", images[:0])
-    return method(images)
+    return np.stack([_fitted(_open(Path(p)), height, width, channels) for p in paths])

@@ -83,16 +83,17 @@ def test_artefact_computes_the_keras_model(format, net, tmp_path):
     if BACKEND not in backends:
         with pytest.raises(ValueError, match=rf"'{format}' exports on the "
                            rf"{' or '.join(backends)} backend only, not {BACKEND}"):
-            export.export(model, out, format=format)
+            export.export(model, out, format=format, include_preprocessing=False)
         assert not out.exists() and not list(tmp_path.iterdir())
         return
     missing = [p for p in backends[BACKEND] if not _installed(p)]
     if missing:  # e.g. litert-torch, which pins older typing-extensions
         with pytest.raises(export.ToolchainNotInstalled, match=f"pip install {missing[0]}"):
-            export.export(model, out, format=format)
+            export.export(model, out, format=format, include_preprocessing=False)
         assert not out.exists()
         return
-    assert export.export(model, out, format=format) == out
+    # The network's own function: the artefact takes what the model takes.
+    assert export.export(model, out, format=format, include_preprocessing=False) == out
     assert out.is_dir() if format == "tf_saved_model" else out.is_file()
     assert [p.name for p in tmp_path.iterdir()] == [out.name]  # no temporary left
     predict = export.load_exported(out, format)
@@ -189,17 +190,27 @@ def test_out_must_be_new_and_fit_the_format(tmp_path):
     assert not out.exists() and not (tmp_path / "m").exists()
 
 
-def test_a_preset_folder_exports_its_model(tmp_path):
+def test_a_preset_folder_exports_its_model_taking_raw_pixels(tmp_path):
     model = zoo.gresnet_mlp(depth=2)
     randomize_bn(model)
-    x = np.random.default_rng(2).uniform(size=(4, 784)).astype("float32")
+    raw = np.random.default_rng(2).integers(0, 256, size=(4, 784)).astype("float32")
+    statistics = {"method": "meanstd", "mean": [0.3], "std": [0.4]}
     preset = zoo.save_preset(model, tmp_path / "preset", builder="gresnet_mlp",
-                             builder_kwargs=dict(depth=2))
+                             builder_kwargs=dict(depth=2),
+                             metadata={"preprocessing": statistics, "class_names": list("abcdefghij")})
     format = _working_format()
     out = export.export(str(preset), tmp_path / f"m{SUFFIX[format]}", format=format)
+    # raw pixels in, the preset's normalisation inside: (x / 255 - 0.3) / 0.4
+    normalised = ((raw / 255 - 0.3) / 0.4).astype("float32")
     # the exported runtime vs Keras: float32 sums in other orders, ~1e-6 relative per layer
-    np.testing.assert_allclose(export.load_exported(out)(x),
-                               keras.ops.convert_to_numpy(model(x, training=False)), atol=1e-4)
+    np.testing.assert_allclose(export.load_exported(out)(raw),
+                               keras.ops.convert_to_numpy(model(normalised, training=False)),
+                               atol=1e-4)
+    contract = export.read_contract(out)
+    if format != "litert":
+        assert contract["pixels"] == "raw 0-255" and contract["preprocessing"] == statistics
+        assert contract["class_names"] == list("abcdefghij")
+        assert contract["input_shape"] == [784] and contract["input_layout"] == "flat"
 
 
 def test_cli_bad_format_is_one_line(tmp_path, capsys):
@@ -238,10 +249,10 @@ def test_cli_exports_a_keras_file(tmp_path):
     out = tmp_path / f"exported{SUFFIX[format]}"
     done = subprocess.run(
         [sys.executable, "-m", "keras_gresnet.cli", "export", str(tmp_path / "model.keras"),
-         "--format", format, "--out", str(out)],
+         "--format", format, "--out", str(out), "--no-preprocessing"],
         cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert f"as {format}: {out}" in done.stdout
+    assert f"as {format} (takes normalised pixels): {out}" in done.stdout
     # the exported runtime vs Keras: float32 sums in other orders, ~1e-6 relative per layer
     np.testing.assert_allclose(export.load_exported(out, format)(x),
                                keras.ops.convert_to_numpy(model(x, training=False)), atol=1e-4)
@@ -255,14 +266,14 @@ def test_a_run_folder_exports_its_model(tmp_path):
                          out=tmp_path / "run", epochs=1, max_train_examples=256,
                          max_test_examples=64, verbose=0)
     trained, _ = training.load_run(run.out)
-    _, x = mlp_on_fashion()
-    x = x.reshape((-1, *trained.input_shape[1:]))  # the run's model takes images
+    images, _ = data.load("fashion_mnist", "test")
+    raw = images[:5].astype("float32")  # raw 0-255 pixels: what the artefact takes
     format = _working_format()
     out = export.export(str(run.out), tmp_path / f"m{SUFFIX[format]}", format=format)
     # the exported runtime vs Keras: float32 sums in other orders, ~1e-6 relative per layer
-    np.testing.assert_allclose(export.load_exported(out)(x),
-                               keras.ops.convert_to_numpy(trained(x, training=False)),
-                               atol=1e-4)
+    np.testing.assert_allclose(export.load_exported(out)(raw),
+                               keras.ops.convert_to_numpy(trained(zoo.preprocess_input(
+                                   raw, str(run.out)), training=False)), atol=1e-4)
 
 
 @pytest.mark.integration

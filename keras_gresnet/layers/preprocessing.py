@@ -1,6 +1,9 @@
 """The papers' input preprocessing as a layer, so that it travels with the
 weights: raw pixels in, what the training pipeline fed the net out.
 
+The input of every zoo model, with the preprocessing in it when asked
+(:func:`model_input`).
+
 GR scales pixels to [0, 1] (``"scale"``); HE subtracts the training mean
 (``"mean"``); WRN also divides by the training std (``"meanstd"``), as
 :class:`keras_gresnet.data.Preprocessing` records them.
@@ -112,3 +115,27 @@ class PixelNormalization(keras.layers.Layer):
     def get_config(self):
         return {**super().get_config(), "method": self.method, "mean": list(self.mean),
                 "std": list(self.std), "data_format": self.data_format}
+
+
+def model_input(input_tensor, input_shape, preprocessing=None):
+    """``(model_input, first_tensor)`` as Keras Applications build them; with
+    ``preprocessing`` (:func:`keras_gresnet.zoo.applications.check_preprocessing`), the first tensor is the
+    output of a ``PixelNormalization`` named ``"preprocessing"``."""
+    if input_tensor is None:
+        inputs = x = keras.layers.Input(shape=input_shape, name="input")
+    elif not keras.backend.is_keras_tensor(input_tensor):
+        inputs = x = keras.layers.Input(tensor=input_tensor, shape=input_shape, name="input")
+    else:
+        sources = keras.utils.get_source_inputs(input_tensor)
+        inputs, x = (sources[0] if len(sources) == 1 else sources), input_tensor
+    if preprocessing is not None:
+        data_format = "channels_first" if channels_first(tuple(x.shape[1:])) else \
+            "channels_last"
+        x = PixelNormalization(**preprocessing, data_format=data_format,
+                               name="preprocessing")(x)
+    return inputs, x
+
+
+def channels_first(input_shape):
+    """Whether ``input_shape`` is an image in Keras' channels_first format."""
+    return len(input_shape) == 3 and keras.config.image_data_format() == "channels_first"

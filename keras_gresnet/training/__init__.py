@@ -26,7 +26,7 @@ from keras_gresnet.training.config import (
     DTYPE_POLICIES, build_model, default_dataset,
     default_recipe, dtype_policy_scope, inference_copy, precision_note, resolve_config,
 )
-from keras_gresnet.training.evaluation import evaluate, test_data
+from keras_gresnet.training.evaluation import evaluate, fitted_pixels, test_data, test_set
 from keras_gresnet.training.recipes import RECIPES, Recipe, get_recipe
 from keras_gresnet.training.runner import Run, TrainingDiverged, train
 from keras_gresnet.training.runs import (
@@ -46,6 +46,7 @@ __all__ = [
     "check_tensorboard", "default_dataset", "default_recipe", "dtype_policy_scope",
     "evaluate", "gate_rows", "get_recipe", "inference_copy", "load_run", "local_workers",
     "make_strategy", "parse_workers", "precision_note", "read_gates", "read_history", "read_results",
-    "resolve_cluster", "resolve_config", "run_folder", "test_data", "train",
+    "resolve_cluster", "resolve_config", "run_folder", "test_data", "test_set", "fitted_pixels",
+    "train",
     "write_results",
 ]

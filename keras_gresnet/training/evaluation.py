@@ -1,24 +1,84 @@
-"""Testing a trained model: a run folder's or a ``.keras`` file's test set, as
-the run saw it (its dataset, its training statistics, its test subset), and
-the test metrics on it."""
+"""Testing a trained model: the test set its source names (a run's own: its
+dataset or picture folder and its test subset; else the dataset its card
+records, or the one given), as raw 0-255 pixels, through the model with
+its recorded preprocessing inside (:func:`keras_gresnet.zoo.raw_pixels_model`,
+the pixel contract every door keeps), and the test metrics on it."""
 
-from keras_gresnet import data
+import numpy as np
+
+from keras_gresnet import data, zoo
 from keras_gresnet._checks import check_choice
 from keras_gresnet.training.loss import cross_entropy, logits_head
-from keras_gresnet.training.runs import load_run
 
 
-def test_data(config=None, *, dataset=None, data_dir=None, preprocessing=None, batch_size=256):
-    """``(test dataset, dataset name, examples)`` as a run saw it: its dataset
-    and training statistics from ``config``; without a config, ``dataset`` is
-    required and ``preprocessing`` (default ``"scale"``) is fitted on the
-    training split."""
-    subset = None
-    if data.IMAGENET in (dataset, (config or {}).get("dataset")):
+def test_set(source, *, dataset=None, data_dir=None):
+    """``(uint8 images, int32 labels, dataset name)`` the model of
+    ``source`` (anything :func:`keras_gresnet.zoo.resolve` takes) is tested
+    on: a run folder's own test set (its dataset or picture folder, its
+    seeded test subset) unless ``dataset`` names another; else ``dataset``,
+    by default the dataset its card records."""
+    resolved = zoo.resolve(source)
+    config = resolved.config or {}
+    dataset = dataset or config.get("dataset") or resolved.card.get("dataset")
+    if dataset is None:
+        raise ValueError(f"{resolved.source!r} records no dataset: name its test set (e.g. "
+                         f"--dataset fashion_mnist)")
+    if data.IMAGENET == dataset:
         raise ValueError(
             f"evaluate reads a dataset into memory, which {data.IMAGENET} is not: evaluate an "
             f"ImageNet model on keras_gresnet.data.pipeline('{data.IMAGENET}', ...).test with "
             f"model.evaluate")
+    own = config and dataset == config.get("dataset")
+    data_dir = data_dir or (config.get("data_dir") if own else None)
+    settings = config.get("data") or {}
+    if dataset == data.FOLDER:
+        if data_dir is None:
+            raise ValueError("a picture folder's test set needs its folder: pass data_dir "
+                             "(--data-dir PATH)")
+        shape = settings.get("image_shape") or resolved.model.input_shape[1:]
+        folder = data.read_image_folder(data_dir, image_shape=tuple(shape),
+                                        seed=settings.get("seed", config.get("seed", 0)))
+        images, labels = folder["test"]
+    else:
+        check_choice(dataset, "dataset", (*data.DATASETS, data.FOLDER))
+        images, labels = data.load(dataset, "test", data_dir=data_dir)
+    if own and config.get("max_test_examples"):  # the run's own seeded subset
+        index = data.test_subset(len(labels), config["max_test_examples"], config["seed"])
+        images, labels = images[index], labels[index]
+    return images, labels, dataset
+
+
+def with_preprocessing(source, method, dataset, data_dir=None):
+    """``source`` resolved, with ``method`` (``"scale"``, ``"mean"``,
+    ``"meanstd"``) fitted on ``dataset``'s training images as its recorded
+    preprocessing, for a source that records none; refused (one line) where
+    the source records its own and ``method`` differs."""
+    resolved = zoo.resolve(source)
+    recorded = resolved.preprocessing
+    if method is None or resolved.takes_raw_pixels:
+        return resolved
+    if recorded is not None:
+        if recorded.get("method") != method:
+            raise ValueError(
+                f"preprocessing={method!r}: {resolved.source!r} records its own, "
+                f"{recorded.get('method')!r} with its training statistics, which every "
+                f"door applies; drop the option")
+        return resolved
+    if dataset == data.FOLDER or dataset not in data.DATASETS:
+        raise ValueError(f"preprocessing={method!r} is fitted on a named dataset's "
+                         f"training images, not on {dataset!r}")
+    images, _ = data.load(dataset, "train", data_dir=data_dir)
+    fitted = data.Preprocessing.fit(method, images).get_config()
+    return zoo.Resolved(resolved.model, {**resolved.card, "preprocessing": fitted},
+                        resolved.kind, resolved.source, resolved.config)
+
+
+def test_data(config=None, *, dataset=None, data_dir=None, preprocessing=None, batch_size=256):
+    """``(test dataset, dataset name, examples)`` as a run saw it, batches of
+    normalised pixels: its dataset and training statistics from ``config``;
+    without a config, ``dataset`` is required and ``preprocessing`` (default
+    ``"scale"``) is fitted on the training split."""
+    subset = None
     if config is not None:
         own = dataset in (None, config["dataset"])
         dataset = dataset or config["dataset"]
@@ -29,7 +89,6 @@ def test_data(config=None, *, dataset=None, data_dir=None, preprocessing=None, b
             raise ValueError(f"the run's config.json has no valid data.preprocessing "
                              f"({error!r})") from None
         if own and config.get("max_test_examples"):
-            # The run's own test set: its seeded subset (data.pipeline's).
             subset = (config["max_test_examples"], config["seed"])
     else:
         if dataset is None:
@@ -46,22 +105,38 @@ def test_data(config=None, *, dataset=None, data_dir=None, preprocessing=None, b
     return dataset_, dataset, len(labels)
 
 
-def evaluate(path, *, dataset=None, data_dir=None, batch_size=256, preprocessing=None):
-    """Test loss, accuracy and error of a run folder's model (its dataset and
-    training statistics from ``config.json``) or of a ``.keras`` file (give
-    ``dataset``; ``preprocessing`` defaults to ``"scale"``, fitted on the
-    training split)."""
-    model, config = load_run(path)
-    test, dataset, examples = test_data(config, dataset=dataset, data_dir=data_dir,
-                                        preprocessing=preprocessing, batch_size=batch_size)
+def evaluate(source, *, dataset=None, data_dir=None, batch_size=256, preprocessing=None):
+    """Test loss, accuracy and error of the model of ``source`` (anything
+    :func:`keras_gresnet.zoo.resolve` takes) on raw 0-255 pixels of its test
+    set (:func:`test_set`), its recorded preprocessing applied inside the
+    model (:func:`keras_gresnet.zoo.raw_pixels_model`).
+    ``preprocessing`` (``"scale"``, ``"mean"``, ``"meanstd"``, fitted on
+    the training split): only for a source that records none."""
+    images, labels, dataset = test_set(source, dataset=dataset, data_dir=data_dir)
+    resolved = with_preprocessing(source, preprocessing, dataset, data_dir)
+    model = zoo.raw_pixels_model(resolved)
+    x = fitted_pixels(images, model)
     # The loss from the logits, as training computes it on every backend.
     model.compile(loss=cross_entropy(), metrics=["accuracy"])
     with logits_head(model):
-        metrics = model.evaluate(test, verbose=0, return_dict=True)
+        metrics = model.evaluate(x, labels, batch_size=batch_size, verbose=0, return_dict=True)
     return dict(
         dataset=dataset,
         test_loss=float(metrics["loss"]),
         test_accuracy=float(metrics["accuracy"]),
         test_error_percent=100 * (1 - float(metrics["accuracy"])),
-        examples=examples,
+        examples=len(labels),
     )
+
+
+def fitted_pixels(images, model):
+    """Raw ``images`` (N, H, W, C) as float32 in ``model``'s input shape (a
+    flat input takes them flattened); one line where they do not fit."""
+    want = tuple(model.input_shape[1:])
+    x = np.asarray(images, np.float32)
+    if tuple(x.shape[1:]) == want:
+        return x
+    if len(want) == 1 and int(np.prod(x.shape[1:])) == want[0]:
+        return x.reshape(len(x), -1)
+    raise ValueError(f"the test pictures are {tuple(x.shape[1:])}, the model takes {want}: "
+                     f"name the dataset it was trained on")

@@ -42,7 +42,7 @@ from keras_gresnet.files import (
     write_json,
 )
 from keras_gresnet.layers import ZooModel, gate_layers
-from keras_gresnet.weights.loading import load_model_file  # noqa: F401 (the one safe loader)
+from keras_gresnet.zoo.resolver import resolve, run_card
 from keras_gresnet.training.tensorboard import RUNS as TENSORBOARD_RUNS
 from keras_gresnet.training.tensorboard import TENSORBOARD
 
@@ -608,25 +608,6 @@ def prepare_folder(out, config, *, overwrite, resumed):
         write_json(out / CONFIG, config)
 
 
-def run_card(config, results):
-    """The card (:data:`keras_gresnet.layers.model.CARD_FIELDS`) of a
-    finished run of ``config``: its dataset, class names, the pipeline's
-    preprocessing and the test error."""
-    from keras_gresnet.data.datasets import DATASETS
-
-    data = config.get("data") or {}
-    names = data.get("class_names")
-    if names is None and config.get("dataset") in DATASETS:
-        names = list(DATASETS[config["dataset"]].class_names)
-    return {key: value for key, value in dict(
-        source=f"keras-gresnet run: {config.get('model')} on {config.get('dataset')}, seed "
-               f"{config.get('seed')}",
-        dataset=config.get("dataset"), class_names=names,
-        preprocessing=data.get("preprocessing"),
-        test_error_percent=results.get("test_error_percent"),
-    ).items() if value is not None}
-
-
 def finish(out, model, results, gates, dataset, config=None):
     """Write a trained run's last files: ``model.keras`` (``model``, as it is
     published, with the run's card when ``config`` is given), the figures of
@@ -651,19 +632,7 @@ def finish(out, model, results, gates, dataset, config=None):
 
 
 def load_run(path):
-    """``(model, config)`` of a finished run folder, or ``(model, None)`` of a
-    ``.keras`` file."""
-    path = Path(path)
-    if path.is_dir():
-        if not (path / CONFIG).is_file():
-            raise ValueError(f"{str(path)!r} has no config.json: not a keras-gresnet run folder")
-        config = read_config(path / CONFIG)
-        if not (path / MODEL).exists():
-            raise ValueError(
-                f"{str(path)!r} has no model.keras: not a finished run folder "
-                f"(an unfinished run resumes with its train command)"
-            )
-        return load_model_file(path / MODEL), config
-    if path.suffix != ".keras" or not path.is_file():
-        raise ValueError(f"expected a run folder or a .keras file, got {str(path)!r}")
-    return load_model_file(path), None
+    """``(model, config)`` of a finished run folder, or ``(model, None)`` of
+    any other source :func:`keras_gresnet.zoo.resolve` takes."""
+    resolved = resolve(path)
+    return resolved.model, resolved.config

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from keras_gresnet.weights.registry import (
-    PUBLISHED, SUFFIXES, get_weights, published, read_registry,
+    get_weights, published, read_registry,
 )
 # Builder arguments that do not decide the architecture a weight file fits
 # (the preprocessing layer has no weights).
@@ -41,6 +41,16 @@ def _architecture(builder, builder_kwargs):
         if default is inspect.Parameter.empty or canonical(value) != canonical(default):
             arch[key] = canonical(value)
     return arch
+
+
+def _new_size_allowed(shape, trained_shape, call):
+    """Keras Applications' rule for a new ``input_shape`` with pretrained
+    weights: allowed without the head (``include_top=False``), for a picture
+    input of the trained channel count; the weights must then still fit the
+    body (a conv net's do, an MLP's first Dense layer does not, and loading
+    says so in one line)."""
+    return (call.get("include_top") is False and len(shape) == 3 == len(trained_shape)
+            and trained_shape[-1] in (shape[-1], shape[0]))
 
 
 def describe_call(builder, kwargs):
@@ -79,8 +89,10 @@ def check_fits(entry, builder, builder_kwargs, input_shape=None):
             shape = tuple(None if d is None else int(d) for d in input_shape)
         except (TypeError, ValueError):
             shape = input_shape
-        if shape != trained_shape:
-            problems.append(f"input_shape {shape} is not {trained_shape}")
+        if shape != trained_shape and not _new_size_allowed(shape, trained_shape,
+                                                            builder_kwargs or {}):
+            problems.append(f"input_shape {shape} is not {trained_shape} (another size is "
+                            f"taken with include_top=False, the channels kept)")
     if problems:
         asked = {k: v for k, v in (builder_kwargs or {}).items() if k not in _NOT_ARCHITECTURE}
         shape = "" if input_shape is None else f" with input_shape {tuple(input_shape)}"
@@ -94,45 +106,90 @@ def check_fits(entry, builder, builder_kwargs, input_shape=None):
     return entry
 
 
+# The kinds of source a model comes from, as :func:`source_kind` names them
+# (a ``keras.Model`` itself is the resolver's first case, "model").
+KINDS = ("published", "hub", "preset", "run", "keras_file", "weights_file")
+ACCEPTED = ("a published weights name, hf://owner/name, a preset folder, a run folder, a "
+            ".keras file or (into a built model) a .weights.h5 file")
+RUN_CONFIG, RUN_MODEL = "config.json", "model.keras"
+HF_SCHEME = "hf://"  # a Hugging Face Hub preset (keras_gresnet.zoo.hub)  # a finished run folder's two files
+
+
+def source_kind(source, argument="model"):
+    """Which kind of source ``source`` is, one of :data:`KINDS`: the one
+    place a name, a file or a folder is told apart (Keras-free: it looks at
+    the string and the file system, never into a file). A folder holding
+    ``model.weights.h5`` is a preset, one holding ``config.json`` and
+    ``model.keras`` a finished run; a string that is no path is a
+    published name. One ``ValueError`` naming ``argument`` and what would be
+    accepted otherwise (an unfinished run folder says how to finish it)."""
+    if not isinstance(source, (str, os.PathLike)):
+        raise ValueError(f"{argument} must be a keras.Model or {ACCEPTED}, got "
+                         f"{type(source).__name__}")
+    if isinstance(source, str) and source[:len(HF_SCHEME)].lower() == HF_SCHEME:
+        return "hub"
+    text, path = os.fspath(source), Path(source)
+    if path.is_dir():
+        if (path / PRESET_WEIGHTS).is_file():
+            return "preset"
+        if (path / RUN_CONFIG).is_file():
+            if not (path / RUN_MODEL).is_file():
+                raise ValueError(
+                    f"{argument}={text!r}: a run folder without {RUN_MODEL}, not finished (an "
+                    f"unfinished run resumes with its train command)")
+            return "run"
+        raise ValueError(f"{argument}={text!r}: a folder holding neither {PRESET_WEIGHTS} (a "
+                         f"preset) nor {RUN_CONFIG} and {RUN_MODEL} (a finished run)")
+    if text.endswith(".keras") or text.endswith(".weights.h5"):
+        if not path.exists():
+            raise ValueError(f"{argument}={text!r}: no such file")
+        return "keras_file" if text.endswith(".keras") else "weights_file"
+    if isinstance(source, os.PathLike) or os.sep in text or path.exists():
+        raise ValueError(f"{argument}={text!r}: no such folder, or not a .keras or "
+                         f".weights.h5 file; {argument} accepts {ACCEPTED}")
+    return "published"
+
+
 def is_path(weights):
-    """A path (``.keras``, ``.weights.h5``, a preset folder), not a name."""
-    return isinstance(weights, os.PathLike) or (
-        isinstance(weights, str)
-        and (weights.endswith(SUFFIXES) or os.sep in weights or is_preset(Path(weights)))
-    )
+    """A path (``.keras``, ``.weights.h5``, a preset or run folder), not a
+    name: :func:`source_kind` of a path kind."""
+    try:
+        return source_kind(weights) not in ("published", "hub")
+    except ValueError:
+        return isinstance(weights, (str, os.PathLike)) and not str(weights).startswith("hf://")
 
 
 def is_preset(path):
     """A folder :func:`keras_gresnet.zoo.save_preset` wrote."""
-    return path.is_dir() and (path / PRESET_CONFIG).is_file()
+    return Path(path).is_dir() and (Path(path) / PRESET_WEIGHTS).is_file()
 
 
 def check_argument(weights, builder):
     """Check a builder's ``weights=`` before anything is built: ``None``, a
-    published name of ``builder``, a ``.keras`` / ``.weights.h5`` file, or a
-    preset folder. Returns the registry entry for a name, else ``None``."""
-    if weights is None:
+    published name of ``builder``, a ``.keras`` / ``.weights.h5`` file, a
+    preset or run folder (:func:`source_kind`). Returns the registry entry
+    for a name, else ``None``."""
+    if weights is None or _is_model(weights):
         return None
-    if is_path(weights):
-        path = Path(weights)
-        if not (path.is_file() and path.name.endswith(SUFFIXES)) and not is_preset(path):
-            raise ValueError(
-                f"weights={str(weights)!r}: no such .keras or .weights.h5 file or preset "
-                f"folder (weights accepts None, a published name, such a path, or "
-                f"hf://owner/name)"
-            )
+    kind = source_kind(weights, "weights") if isinstance(weights, (str, os.PathLike)) else None
+    if kind not in (None, "published"):
         return None
     registry = read_registry() if isinstance(weights, str) else {}
     entry = registry.get(weights)
     if entry is None or entry["builder"] != builder:
-        names = sorted(n for n, e in registry.items()
-                       if e["builder"] == builder and e["status"] == PUBLISHED)
+        names = sorted(n for n, e in registry.items() if e["builder"] == builder)
         raise ValueError(
             f"weights={weights!r} has no registry entry for {builder}; accepted: "
-            f"None{''.join(', ' + repr(n) for n in names)}, a path to a .keras or "
-            f".weights.h5 file, or hf://owner/name"
+            f"None{''.join(', ' + repr(n) for n in names)}, a dataset name of one of them, "
+            f"{ACCEPTED.replace('a published weights name, ', '')}"
         )
     return published(entry)
+
+
+def _is_model(weights):
+    """A built ``keras.Model`` (its weights are copied by layer name),
+    recognised without importing Keras."""
+    return hasattr(weights, "layers") and hasattr(weights, "get_weights")
 
 
 def resolve(builder, call):
@@ -146,13 +203,14 @@ def resolve(builder, call):
     dataset whose architecture these arguments ask for.
     """
     weights = call.get("weights")
-    if not isinstance(weights, str) or is_path(weights):
+    if not isinstance(weights, str) or source_kind(weights, "weights") != "published":
         check_argument(weights, builder.__name__)
         return weights
     registry = read_registry()
     entry = registry.get(weights)
+    # Not-yet-trained entries too: published() below says so, with the command.
     candidates = [e for e in registry.values() if e["builder"] == builder.__name__
-                  and e["dataset"] == weights and e["status"] == PUBLISHED]
+                  and e["dataset"] == weights]
     input_shape = call.get("input_shape")
     if input_shape is None and call.get("input_tensor") is not None:
         input_shape = tuple(call["input_tensor"].shape[1:])

@@ -16,7 +16,9 @@ arguments, input and its preprocessing, head, weights),
 :mod:`~keras_gresnet.zoo.resnets` (HE's, GR's and WRN's conv nets),
 :mod:`~keras_gresnet.zoo.keras_applications` (Keras' ResNetV2 nets as GResNets,
 their ImageNet weights included),
-:mod:`~keras_gresnet.zoo.presets` (preset folders, loading by name or path),
+:mod:`~keras_gresnet.zoo.presets` (preset folders written and read),
+:mod:`~keras_gresnet.zoo.resolver` (the one resolver: any source to a model and its card,
+and the pixel contract, ``preprocess_input``),
 :mod:`~keras_gresnet.zoo.hub` (``hf://`` presets on the Hugging Face Hub),
 :mod:`~keras_gresnet.zoo.summary` (the papers' figures of a model),
 :mod:`~keras_gresnet.zoo.features` (a conv net's feature maps, ``P0``...``P5``).
@@ -27,9 +29,10 @@ from keras_gresnet.weights.loading import transfer_weights
 from keras_gresnet.zoo.features import feature_extractor, stage_layers
 from keras_gresnet.zoo.keras_applications import from_keras_applications
 from keras_gresnet.zoo.mlps import mlp
-from keras_gresnet.zoo.presets import (
-    from_preset, load_into, resolve_model, save_preset, source_model, upload_preset,
-    weight_entries, weights_preset,
+from keras_gresnet.zoo.presets import save_preset, upload_preset
+from keras_gresnet.zoo.resolver import (
+    Resolved, from_preset, load_into, preprocess_input, raw_pixels_model, resolve,
+    weights_preset,
 )
 from keras_gresnet.zoo.registry import get_model, list_models, model_builder, register_model
 from keras_gresnet.zoo.resnets import resnet
@@ -47,18 +50,19 @@ __all__ = [
     "list_models",
     "list_weights",
     "load_into",
+    "preprocess_input",
+    "raw_pixels_model",
+    "resolve",
+    "Resolved",
     "mlp",
     "model_builder",
     "register_model",
     "resnet",
-    "resolve_model",
     "save_preset",
-    "source_model",
     "stage_layers",
     "summarize",
     "transfer_weights",
     "upload_preset",
-    "weight_entries",
     "weights_preset",
     *list_models(),
 ]

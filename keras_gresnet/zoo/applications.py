@@ -7,10 +7,12 @@ import math
 import keras
 
 from keras_gresnet._checks import check_int
-from keras_gresnet.layers import PixelNormalization, pixel_statistics
-from keras_gresnet.layers.preprocessing import STATISTICS_FORM
+from keras_gresnet.layers import pixel_statistics
+from keras_gresnet.layers.preprocessing import (  # noqa: F401 (the builders' input)
+    STATISTICS_FORM, channels_first as _channels_first, model_input,
+)
 from keras_gresnet.weights import fitting
-from keras_gresnet.zoo import presets
+from keras_gresnet.zoo import resolver
 from keras_gresnet.zoo.registry import hub_weights
 
 POOLINGS = (None, "avg", "max")
@@ -20,7 +22,7 @@ def load_weights(model, weights, *, include_top, classes):
     """Load what ``weights=`` asked for into the freshly built ``model`` (the
     last step of every builder); returns ``model``."""
     if weights is not None:
-        presets.load_into(model, weights, include_top=include_top, classes=classes)
+        resolver.load_into(model, weights, include_top=include_top, classes=classes)
     return model
 
 
@@ -98,8 +100,10 @@ def check_common(
     # the registry's shapes are (height, width, channels).
     first = min_size is not None and keras.config.image_data_format() == "channels_first"
     if input_shape is None:  # Keras Applications: the weights decide the default
-        input_shape = tuple(entry["input_shape"]) if entry else default_shape
-        if first and len(input_shape) == 3:
+        declared = None if entry or weights is None or hub_weights(weights) else \
+            resolver.declared_input_shape(weights)  # weights=<path> as weights=<name>
+        input_shape = tuple(entry["input_shape"]) if entry else declared or default_shape
+        if first and len(input_shape) == 3 and not declared:  # a file's is as it was built
             input_shape = (input_shape[2], input_shape[0], input_shape[1])
     try:
         input_shape = tuple(None if d is None else int(d) for d in input_shape)
@@ -179,30 +183,6 @@ def check_preprocessing(builder, include_preprocessing, weights, input_shape):
             f"include_preprocessing of {builder} needs one mean and std per input channel "
             f"({channels}), got {len(mean)}")
     return {"method": method, "mean": list(mean), "std": list(std)}
-
-
-def model_input(input_tensor, input_shape, preprocessing=None):
-    """``(model_input, first_tensor)`` as Keras Applications build them; with
-    ``preprocessing`` (:func:`check_preprocessing`), the first tensor is the
-    output of a ``PixelNormalization`` named ``"preprocessing"``."""
-    if input_tensor is None:
-        inputs = x = keras.layers.Input(shape=input_shape, name="input")
-    elif not keras.backend.is_keras_tensor(input_tensor):
-        inputs = x = keras.layers.Input(tensor=input_tensor, shape=input_shape, name="input")
-    else:
-        sources = keras.utils.get_source_inputs(input_tensor)
-        inputs, x = (sources[0] if len(sources) == 1 else sources), input_tensor
-    if preprocessing is not None:
-        data_format = "channels_first" if _channels_first(tuple(x.shape[1:])) else \
-            "channels_last"
-        x = PixelNormalization(**preprocessing, data_format=data_format,
-                               name="preprocessing")(x)
-    return inputs, x
-
-
-def _channels_first(input_shape):
-    """Whether ``input_shape`` is an image in Keras' channels_first format."""
-    return len(input_shape) == 3 and keras.config.image_data_format() == "channels_first"
 
 
 def head_dtype():

@@ -18,10 +18,11 @@ from pathlib import Path
 from keras_gresnet._version import __version__
 from keras_gresnet.files import Stopped, stop_when
 from keras_gresnet.weights.download import MIN_RATE, sha256_of
-from keras_gresnet.weights.fitting import PRESET_CONFIG, PRESET_METADATA, PRESET_WEIGHTS
+from keras_gresnet.weights.fitting import (
+    HF_SCHEME, PRESET_CONFIG, PRESET_METADATA, PRESET_WEIGHTS,
+)
 from keras_gresnet.weights.registry import model_card, read_registry
 
-HF_SCHEME = "hf://"
 INSTALL_HINT = 'pip install "keras-gresnet[hub]"'
 README = "README.md"  # the repository's model card, as the Hub shows it
 PRESET_FILES = (PRESET_CONFIG, PRESET_WEIGHTS, PRESET_METADATA)
