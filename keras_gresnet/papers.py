@@ -20,7 +20,15 @@ GR_CIFAR10_N5_ERROR = {"resnet": 7.16, "gresnet": 6.67, "gresnet_k_decay": 7.04}
 def paper_result(builder, builder_kwargs, dataset):
     """Where the paper reports this model: a one-line Markdown string, e.g.
     ``"GR Table 1 (MNIST, d=20): 1.57% test error"``; ``None`` when the
-    builder is none of GR's MNIST nets."""
+    builder is none of GR's MNIST nets or of its CIFAR n=5 nets."""
+    if builder in ("resnet_cifar", "gresnet_cifar") and set(builder_kwargs) <= {"n"} and \
+            builder_kwargs.get("n", 5) == 5:
+        kind = "gresnet" if builder == "gresnet_cifar" else "resnet"
+        result = (f"GR Table 3 (CIFAR-10, n=5, 32 layers): {GR_CIFAR10_N5_ERROR[kind]:.2f}% "
+                  f"test error")
+        if dataset != "cifar10":
+            result += f"; GR reports CIFAR-10 only, this entry is trained on {dataset}"
+        return result
     kind = builder[:-len("_mlp")] if builder.endswith("_mlp") else None
     depth = builder_kwargs.get("depth")
     if kind not in ("plain", "resnet", "gresnet", "gated_plain"):

@@ -184,3 +184,27 @@ def test_every_builder_passes_each_argument_on_by_name():
 def test_every_module_says_what_it_is_for(module):
     docstring = ast.get_docstring(ast.parse(MODULES[module].read_text()))
     assert docstring and len(docstring.split()) >= 5, f"{module} has no module docstring"
+
+
+def _readme_modules():
+    """The modules of the README's architecture table, top to bottom, as
+    dotted names (``layers/`` is the package ``keras_gresnet.layers``)."""
+    readme = (ROOT.parent / "README.md").read_text()
+    section = readme[readme.index("## Architecture"):readme.index("## Dependencies")]
+    names = re.findall(r"^\| `([A-Za-z_/]+)` \|", section, re.M)
+    return [PACKAGE + "." + name.rstrip("/").replace("/", ".") for name in names]
+
+
+def test_the_readme_architecture_table_is_complete_and_in_import_order():
+    listed = _readme_modules()
+    assert len(listed) == len(set(listed)), "a module is listed twice"
+    assert set(listed) == set(GRAPH) - {PACKAGE}, (
+        f"missing: {sorted(set(GRAPH) - {PACKAGE} - set(listed))}; "
+        f"not a module: {sorted(set(listed) - set(GRAPH))}")
+    position = {module: i for i, module in enumerate(listed)}
+    for module in listed:
+        for target in GRAPH[module] - {PACKAGE}:
+            if target.startswith(module + "."):
+                continue  # a package's facade names its own modules
+            assert position[target] < position[module], (
+                f"{module} imports {target}, listed below it in the README")

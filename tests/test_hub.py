@@ -121,13 +121,13 @@ def test_from_preset_reads_the_hugging_face_cache_offline(tmp_path, hf_cache, so
     expected = _outputs(source, x)
     loaded = zoo.from_preset("hf://owner/tiny-gresnet")
     np.testing.assert_array_equal(_outputs(loaded, x), expected)
-    # A commit pins the download; source_model and load_into take the URI too.
+    # A commit pins the download; resolve and load_into take the URI too.
     pinned = zoo.from_preset(f"hf://owner/tiny-gresnet@{COMMIT}")
     np.testing.assert_array_equal(_outputs(pinned, x), expected)
-    np.testing.assert_array_equal(_outputs(zoo.source_model("hf://owner/tiny-gresnet"), x),
+    np.testing.assert_array_equal(_outputs(zoo.resolve("hf://owner/tiny-gresnet").model, x),
                                   expected)
     fresh = zoo.gresnet_mlp(depth=2, input_shape=SHAPE)
-    presets.load_into(fresh, "hf://owner/tiny-gresnet")
+    zoo.load_into(fresh, "hf://owner/tiny-gresnet")
     np.testing.assert_array_equal(_outputs(fresh, x), expected)
 
 
@@ -259,7 +259,7 @@ def test_upload_preset_sends_a_local_folder_unchanged(tmp_path, hf_cache, monkey
 def test_a_registry_entry_uploads_with_its_model_card(tmp_path, hf_cache, monkeypatch):
     name = "plain_mlp2_fashion_mnist"  # the smallest published file, in the checkout
     Remote(tmp_path / "remote", monkeypatch)
-    presets.weights_preset(name, "hf://owner/plain-mlp2", cache_dir=tmp_path / "keras")
+    zoo.weights_preset(name, "hf://owner/plain-mlp2", cache_dir=tmp_path / "keras")
     uploaded = tmp_path / "remote" / "owner" / "plain-mlp2"
     card = (uploaded / "README.md").read_text()
     entry = weights.get_weights(name)

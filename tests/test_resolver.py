@@ -276,3 +276,40 @@ def test_a_bare_weights_file_is_refused_as_a_model(tmp_path, sources):
     x = zoo.preprocess_input(sources.raw, sources.net)
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(model(x, training=False)),
                                   keras.ops.convert_to_numpy(sources.net(x, training=False)))
+
+
+PUBLISHED_CONV = "gresnet_cifar5_fashion_mnist"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.integration  # real Fashion-MNIST, the published net on its full test set
+def test_the_published_conv_net_gives_one_answer_through_every_way_in(tmp_path):
+    preset = zoo.save_preset(zoo.resolve(PUBLISHED_CONV).model, tmp_path / "preset")
+    from keras_gresnet import training
+
+    results = [training.evaluate(source, dataset="fashion_mnist") for source in (
+        PUBLISHED_CONV, str(ROOT / "zoo" / "weights" / f"{PUBLISHED_CONV}.keras"),
+        str(ROOT / "zoo" / "results" / "fashion_mnist_conv" / "runs" / "gresnet-seed0"),
+        str(preset))]
+    published = weights.get_weights(PUBLISHED_CONV)["test_error_percent"]
+    for result in results:  # the same net, the same pixels: the same answer at every door
+        assert result == results[0]
+        assert result["examples"] == 10_000
+        assert result["test_error_percent"] == pytest.approx(published, abs=1e-6)
+
+
+@pytest.mark.integration  # real Fashion-MNIST pictures this project did not make
+@pytest.mark.tensorflow_only  # ONNX through tf2onnx, the converter the export suite runs
+def test_the_published_conv_nets_onnx_takes_raw_pictures_and_names_its_classes(tmp_path):
+    from keras_gresnet import data, export
+
+    out = export.export(PUBLISHED_CONV, tmp_path / "net.onnx", format="onnx")
+    images, labels = data.load("fashion_mnist", "test")
+    predict = export.load_exported(out)  # onnxruntime
+    probabilities = predict(images[:20].astype("float32"))  # raw 0-255 pixels
+    assert np.sum(probabilities.argmax(1) == labels[:20]) >= 19
+    contract = export.read_contract(out)
+    assert contract["pixels"] == "raw 0-255" and contract["input_layout"] == "NHWC"
+    assert contract["input_shape"] == [28, 28, 1] and contract["class_names"][9] == "Ankle boot"
+    assert contract["source"] == PUBLISHED_CONV and contract["preprocessing"]["method"] == "mean"
+    assert contract["license"]

@@ -42,7 +42,7 @@ from keras_gresnet.files import (
     write_json,
 )
 from keras_gresnet.layers import ZooModel, gate_layers
-from keras_gresnet.zoo.resolver import resolve, run_card
+from keras_gresnet.zoo.resolver import read_run_config, resolve, run_card
 from keras_gresnet.training.tensorboard import RUNS as TENSORBOARD_RUNS
 from keras_gresnet.training.tensorboard import TENSORBOARD
 
@@ -60,19 +60,6 @@ _VOLATILE = ("command", "versions")
 # Keys added to the config since the first runs: a config.json without one
 # was trained with its value here.
 _ADDED = {"dtype_policy": "float32"}
-# The types of the config's values that reading a run relies on.
-_CONFIG_TYPES = (
-    ("model", lambda v: isinstance(v, str) and v != "", "a model name"),
-    ("dataset", lambda v: isinstance(v, str) and v != "", "a dataset name"),
-    ("model_kwargs", lambda v: isinstance(v, dict), "a mapping of builder arguments"),
-    ("seed", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
-     "an integer >= 0"),
-    ("data_dir", lambda v: v is None or isinstance(v, str), "null or a folder"),
-    ("max_train_examples", lambda v: v is None or (isinstance(v, int) and not isinstance(
-        v, bool) and v >= 1), "null or an integer >= 1"),
-    ("max_test_examples", lambda v: v is None or (isinstance(v, int) and not isinstance(
-        v, bool) and v >= 1), "null or an integer >= 1"),
-)
 _CHECKPOINT = re.compile(r"^epoch-\d{5,}\.weights\.h5$")
 _PRUNED = re.compile(r"^pruned-\d+\.keras$")  # what `keras-gresnet prune RUN` writes
 _EVENTS = re.compile(r"^events\.out\.tfevents\.\d+\..+$")  # tf.summary's file names
@@ -427,16 +414,11 @@ def read_config(path):
     """A run folder's ``config.json`` (a dict of this package's schema, the
     settings older versions kept elsewhere where they are now:
     :func:`_builder_settings`); ``ValueError`` naming the file otherwise."""
-    config = read_json(path)
+    config = read_run_config(path)  # the values a reader relies on, checked
     missing = [k for k in _CONFIG_SCHEMA if k not in config]
     if missing or not isinstance(config.get("recipe"), dict):
         raise ValueError(f"{path} is not a keras-gresnet run config (it lacks "
                          f"{missing or ['recipe']}); this folder is not a run folder")
-    for key, kind, accepted in _CONFIG_TYPES:
-        value = config.get(key)
-        if key in config and not kind(value):
-            raise ValueError(f"{path}: {key}={value!r} is not {accepted}; this config was "
-                             f"not written by keras-gresnet (or was edited)")
     return _builder_settings(config)
 
 

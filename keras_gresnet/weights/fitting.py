@@ -138,6 +138,9 @@ def source_kind(source, argument="model"):
                     f"{argument}={text!r}: a run folder without {RUN_MODEL}, not finished (an "
                     f"unfinished run resumes with its train command)")
             return "run"
+        if (path / RUN_MODEL).is_file():
+            raise ValueError(f"{argument}={text!r}: a folder with {RUN_MODEL} but no "
+                             f"{RUN_CONFIG}, not a run folder: pass the {RUN_MODEL} itself")
         raise ValueError(f"{argument}={text!r}: a folder holding neither {PRESET_WEIGHTS} (a "
                          f"preset) nor {RUN_CONFIG} and {RUN_MODEL} (a finished run)")
     if text.endswith(".keras") or text.endswith(".weights.h5"):

@@ -25,6 +25,7 @@ import dataclasses
 import difflib
 import json
 import os
+import stat
 import zipfile
 from pathlib import Path
 
@@ -229,8 +230,11 @@ def published_entry_of(path):
 
 def _bounded_keras(path):
     """``path``, a ``.keras`` file whose ``config.json`` is checked to hold
-    at most :data:`MAX_CONFIG_BYTES` before Keras inflates it."""
+    at most :data:`MAX_CONFIG_BYTES` before Keras inflates it (a device, a
+    pipe or a folder is left to the loader's own one line, unopened)."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return path
         with zipfile.ZipFile(path) as archive:
             info = archive.getinfo("config.json")
     except (OSError, KeyError, zipfile.BadZipFile):
@@ -241,14 +245,37 @@ def _bounded_keras(path):
     return path
 
 
+# The types of a run config's values that reading a run relies on.
+RUN_CONFIG_TYPES = (
+    ("model", lambda v: isinstance(v, str) and v != "", "a model name"),
+    ("dataset", lambda v: isinstance(v, str) and v != "", "a dataset name"),
+    ("model_kwargs", lambda v: isinstance(v, dict), "a mapping of builder arguments"),
+    ("seed", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+     "an integer >= 0"),
+    ("data_dir", lambda v: v is None or isinstance(v, str), "null or a folder"),
+    ("max_train_examples", lambda v: v is None or (isinstance(v, int) and not isinstance(
+        v, bool) and v >= 1), "null or an integer >= 1"),
+    ("max_test_examples", lambda v: v is None or (isinstance(v, int) and not isinstance(
+        v, bool) and v >= 1), "null or an integer >= 1"),
+    ("data", lambda v: isinstance(v, dict), "an object"),
+)
+
+
 def read_run_config(path):
-    """A run folder's ``config.json``: a dict naming its ``model``, with a
-    ``data`` object whose ``preprocessing`` (when given) is valid; one
+    """A run folder's ``config.json``, the values a reader relies on checked
+    (:data:`RUN_CONFIG_TYPES`; ``model`` and ``dataset`` required; a
+    ``data.preprocessing`` the pipeline's ``{method, mean, std}``); one
     ``ValueError`` naming the file otherwise."""
     config = read_json(path)
-    if not isinstance(config.get("model"), str) or not isinstance(config.get("data", {}), dict):
-        raise ValueError(f"{path} is not a keras-gresnet run config (it names no model, or its "
-                         f"data is not an object)")
+    missing = [k for k in ("model", "dataset") if k not in config]
+    if missing:
+        raise ValueError(f"{path} is not a keras-gresnet run config (it lacks {missing}); "
+                         f"this folder is not a run folder")
+    for key, kind, accepted in RUN_CONFIG_TYPES:
+        value = config.get(key)
+        if key in config and not kind(value):
+            raise ValueError(f"{path}: {key}={value!r} is not {accepted}; this config was "
+                             f"not written by keras-gresnet (or was edited)")
     statistics = (config.get("data") or {}).get("preprocessing")
     if statistics is not None:
         try:
@@ -256,8 +283,6 @@ def read_run_config(path):
         except (TypeError, KeyError, AttributeError, ValueError) as error:
             raise ValueError(f"{path}: data.preprocessing {statistics!r} is not the pipeline's "
                              f"{{method, mean, std}} ({error})") from None
-    if not isinstance(config.get("model_kwargs", {}), dict):
-        raise ValueError(f"{path}: model_kwargs must be an object")
     return config
 
 
@@ -311,6 +336,8 @@ def declared_input_shape(source):
     if kind in ("run", "keras_file"):
         path = path / RUN_MODEL if kind == "run" else path
         try:
+            if not stat.S_ISREG(os.stat(path).st_mode):
+                return None  # a device or a pipe: the loader refuses it, unopened
             with zipfile.ZipFile(_bounded_keras(path)) as archive:
                 config = json.loads(archive.read("config.json"))
             layer = config["config"]["layers"][0]
