@@ -15,7 +15,7 @@ alike. The figure of a job is the median, over rounds, of
 The Keras training step is the one ``keras-gresnet train`` runs: the zoo
 builder (``weights=None``), ``compile(SGD(momentum=0.9),
 "sparse_categorical_crossentropy", ["accuracy"],
-**keras_gresnet.training.fitting.compile_options())``, ``model.fit`` over
+**keras_gresnet.training.loop.compile_options())``, ``model.fit`` over
 in-memory numpy batches of random data (``steps + 1`` batches a call; the
 first call, which compiles, is not timed). Inference is ``model.predict``.
 PyTorch: eager ``nn.Module``, ``SGD(momentum=0.9)``, ``cross_entropy`` on
@@ -186,7 +186,7 @@ def keras_worker(setup, quick):
     import numpy as np
 
     from keras_gresnet import zoo
-    from keras_gresnet.training.fitting import compile_options
+    from keras_gresnet.training.loop import compile_options
 
     if keras.backend.backend() == "torch":
         import torch

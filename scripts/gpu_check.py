@@ -54,7 +54,7 @@ def compile_options():
     """The training path's compile options; keras_gresnet.training imports
     TensorFlow (its __init__), so without TF use what it returns on JAX."""
     try:
-        from keras_gresnet.training.fitting import compile_options as options
+        from keras_gresnet.training.loop import compile_options as options
 
         return options()
     except ImportError as e:  # once a process

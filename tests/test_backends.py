@@ -18,7 +18,7 @@ import keras
 import pytest
 
 from keras_gresnet import cli, export, training
-from keras_gresnet.training import backends, fitting
+from keras_gresnet.training import backends, loop
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,7 +63,7 @@ def test_each_backend_is_one_module_with_the_whole_protocol():
         assert set(module.EXPORTS) <= set(export.FORMATS)
         assert isinstance(module.SYNCHRONIZED_LAYERS, bool)
         loops |= {v for v in vars(module).values()
-                  if isinstance(v, type) and issubclass(v, fitting.TrainingLoop)}
+                  if isinstance(v, type) and issubclass(v, loop.TrainingLoop)}
     if importlib.util.find_spec("tensorflow") is not None:  # its module imports TensorFlow
         loops.add(importlib.import_module(
             "keras_gresnet.training.backends.tensorflow_multiworker").MultiWorkerLoop)

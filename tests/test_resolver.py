@@ -118,7 +118,7 @@ def _expected(sources):
 
 
 def test_source_kind_tells_every_kind_apart(sources, published, tmp_path):
-    kind = weights.fitting.source_kind
+    kind = weights.arguments.source_kind
     assert kind("tiny_folder") == "published"
     assert kind("hf://owner/name") == "hub"
     assert kind(str(sources.root / "net.keras")) == "keras_file"

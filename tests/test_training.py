@@ -198,7 +198,7 @@ def test_strategies():
 
         assert strategy is tf.distribute.get_strategy()  # no GPU here
     else:  # one CPU device here
-        assert isinstance(strategy, training.fitting.SingleDevice)
+        assert isinstance(strategy, training.loop.SingleDevice)
     assert training.make_strategy("one_device").num_replicas_in_sync == 1
     with pytest.raises(ValueError, match="strategy='tpu'"):
         training.make_strategy("tpu")

@@ -167,7 +167,9 @@ def test_registry_lists_validates_and_refuses_untrained(registry, published):
             call()
     with pytest.raises(ValueError, match="Unknown weights name='nope'"):
         weights.weights_path("nope")
-    accepted = "weights='gresnet_mlp2_tin'.*accepted: None, 'gresnet_mlp2_tiny', a path.*or hf://owner/name"
+    accepted = ("weights='gresnet_mlp2_tin'.*accepted: None, 'gresnet_mlp100_fashion_mnist', "
+                "'gresnet_mlp2_tiny', a dataset name.*hf://owner/name, a preset folder, a run "
+                "folder, a .keras file")
     with pytest.raises(ValueError, match=accepted):
         zoo.gresnet_mlp(depth=2, weights="gresnet_mlp2_tin")
 
@@ -338,7 +340,8 @@ def test_conv_weights_pick_their_input_shape(registry, published, server, monkey
     _serve(server, monkeypatch, path)
     with pytest.raises(ValueError, match=r"^weights 'gresnet_cifar1_tiny' were trained .* with "
                                          r"input_shape \(8, 8, 3\).*input_shape \(9, 9, 3\) "
-                                         r"is not \(8, 8, 3\)$"):
+                                         r"is not \(8, 8, 3\) \(another size is taken with "
+                                         r"include_top=False, the channels kept\)$"):
         zoo.gresnet_cifar(**CONV, weights="gresnet_cifar1_tiny", input_shape=(9, 9, 3))
     assert server.requests == []  # refused before the download
     model = zoo.gresnet_cifar(**CONV, weights="gresnet_cifar1_tiny", include_top=False,
@@ -374,7 +377,7 @@ def test_weights_argument_takes_a_file_path(published, registry):
     with pytest.raises(ValueError, match="another architecture"):
         zoo.gresnet_mlp(depth=4, input_shape=MLP_SHAPE,
                         weights=published.folder / "gresnet_mlp2_tiny.keras")
-    with pytest.raises(ValueError, match="no such .keras or .weights.h5 file"):
+    with pytest.raises(ValueError, match="weights='missing/model.keras': no such file"):
         zoo.gresnet_mlp(depth=2, weights="missing/model.keras")
 
 

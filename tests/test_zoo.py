@@ -700,9 +700,9 @@ def test_a_model_declared_in_one_place_is_listed_built_and_trained_by_its_defaul
     import importlib.util
 
     from keras_gresnet import cli, training
-    from keras_gresnet.zoo import registry
+    from keras_gresnet.zoo import builders
 
-    monkeypatch.setattr(registry, "_MODELS", dict(registry._MODELS))  # forgotten afterwards
+    monkeypatch.setattr(builders, "_MODELS", dict(builders._MODELS))  # forgotten afterwards
 
     @zoo.register_model(configs=[dict(depth=2)], recipe="gr_mnist", dataset="fashion_mnist")
     def throwaway_mlp(depth=2, **kwargs):

@@ -13,7 +13,7 @@ from keras_gresnet.layers.merges import (
 )
 from keras_gresnet.layers.model import ZooModel, model_card
 from keras_gresnet.layers.normalization import BatchNormalization
-from keras_gresnet.layers.preprocessing import PixelNormalization, pixel_statistics
+from keras_gresnet.layers.inputs import PixelNormalization, pixel_statistics
 from keras_gresnet.layers.shortcuts import ShortcutDropout, ZeroPadShortcut
 from keras_gresnet.layers.units import (
     BLOCKS,

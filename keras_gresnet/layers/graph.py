@@ -2,7 +2,7 @@
 GR's gates, in network order."""
 
 from keras_gresnet.layers.merges import ResidualGate
-from keras_gresnet.layers.preprocessing import PixelNormalization
+from keras_gresnet.layers.inputs import PixelNormalization
 
 
 def all_layers(model):

@@ -14,7 +14,7 @@ Modules: :mod:`~keras_gresnet.training.recipes` (the papers' recipes),
 :mod:`~keras_gresnet.training.backends` (one module per Keras backend: its
 strategies, loops, BatchNorm-sync policy and export formats),
 :mod:`~keras_gresnet.training.runs` (the run folder),
-:mod:`~keras_gresnet.training.fitting` (the training loop; ``model.fit`` in
+:mod:`~keras_gresnet.training.loop` (the training loop; ``model.fit`` in
 one process),
 :mod:`~keras_gresnet.training.tensorboard` (a run's TensorBoard logs),
 :mod:`~keras_gresnet.training.evaluation` (testing a run),

@@ -24,7 +24,7 @@ from keras_gresnet.training.loss import cross_entropy, logits_head
 from keras_gresnet.training.config import (
     build_model, dtype_policy_scope, inference_copy, resolve_config,
 )
-from keras_gresnet.training.fitting import compile_options
+from keras_gresnet.training.loop import compile_options
 from keras_gresnet.training.recipes import Recipe
 from keras_gresnet.training.tensorboard import TENSORBOARD, RunTensorBoard, check_tensorboard
 

@@ -13,7 +13,7 @@ listing and downloading work without them).
 
 Modules: :mod:`~keras_gresnet.weights.registry` (the table),
 :mod:`~keras_gresnet.weights.download` (cache and downloads),
-:mod:`~keras_gresnet.weights.fitting` (``weights=`` checks),
+:mod:`~keras_gresnet.weights.arguments` (``weights=`` checks),
 :mod:`~keras_gresnet.weights.loading` (into a built model),
 :mod:`~keras_gresnet.weights.release` (a mirror folder of the files).
 """
@@ -30,14 +30,13 @@ from keras_gresnet.weights.download import (
     verify_cache,
     weights_path,
 )
-from keras_gresnet.weights.fitting import (
+from keras_gresnet.weights.arguments import (
     PRESET_CONFIG,
     PRESET_METADATA,
     PRESET_WEIGHTS,
     check_argument,
     check_fits,
-    is_path,
-    is_preset,
+    source_kind,
     resolve,
 )
 from keras_gresnet.weights.release import MANIFEST, write_release
@@ -61,7 +60,7 @@ __all__ = [
     "CACHE_SUBDIR", "CARD_FIELDS", "DEFAULT_BASE_URL", "DEFAULT_TIMEOUT", "FIELDS", "FILE_FIELDS", "MANIFEST",
     "NOT_TRAINED", "PRESET_CONFIG", "PRESET_METADATA", "PRESET_WEIGHTS", "PUBLISHED",
     "STATUSES", "SUFFIXES", "TIMEOUT_ENV", "URL_ENV", "WeightsError", "base_url",
-    "cache_folder", "check_argument", "check_fits", "get_weights", "is_path", "is_preset",
-    "list_weights", "model_card", "published", "resolve", "sha256_of", "verify_cache", "weights_path",
+    "cache_folder", "check_argument", "check_fits", "get_weights",
+    "list_weights", "model_card", "published", "resolve", "sha256_of", "source_kind", "verify_cache", "weights_path",
     "write_registry", "write_release",
 ]

@@ -9,7 +9,7 @@ plus its architecture arguments, and is reachable by name::
     model = zoo.gresnet_cifar(n=5)
     model = zoo.get_model("gresnet_mlp", depth=20, weights="mnist")
 
-Modules: :mod:`~keras_gresnet.zoo.registry` (names -> builders, the weights
+Modules: :mod:`~keras_gresnet.zoo.builders` (names -> builders, the weights
 check of a call), :mod:`~keras_gresnet.zoo.applications` (the Keras Applications
 arguments, input and its preprocessing, head, weights),
 :mod:`~keras_gresnet.zoo.mlps` (GR's MNIST nets),
@@ -34,7 +34,7 @@ from keras_gresnet.zoo.resolver import (
     Resolved, from_preset, load_into, preprocess_input, raw_pixels_model, resolve,
     weights_preset,
 )
-from keras_gresnet.zoo.registry import get_model, list_models, model_builder, register_model
+from keras_gresnet.zoo.builders import get_model, list_models, model_builder, register_model
 from keras_gresnet.zoo.resnets import resnet
 from keras_gresnet.zoo.summary import summarize
 

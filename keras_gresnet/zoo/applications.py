@@ -8,12 +8,12 @@ import keras
 
 from keras_gresnet._checks import check_int
 from keras_gresnet.layers import pixel_statistics
-from keras_gresnet.layers.preprocessing import (  # noqa: F401 (the builders' input)
+from keras_gresnet.layers.inputs import (  # noqa: F401 (the builders' input)
     STATISTICS_FORM, channels_first as _channels_first, model_input,
 )
-from keras_gresnet.weights import fitting
+from keras_gresnet.weights import arguments as weights_arguments
 from keras_gresnet.zoo import resolver
-from keras_gresnet.zoo.registry import hub_weights
+from keras_gresnet.zoo.builders import hub_weights
 
 POOLINGS = (None, "avg", "max")
 
@@ -93,7 +93,7 @@ def check_common(
     # or a path.
     entry = weights if isinstance(weights, dict) else None
     if entry is None and not hub_weights(weights):
-        fitting.check_argument(weights, builder)
+        weights_arguments.check_argument(weights, builder)
     if input_shape is None and input_tensor is not None:
         input_shape = tuple(input_tensor.shape[1:])
     # Image models follow keras.config.image_data_format(); the defaults and

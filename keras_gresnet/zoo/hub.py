@@ -18,7 +18,7 @@ from pathlib import Path
 from keras_gresnet._version import __version__
 from keras_gresnet.files import Stopped, stop_when
 from keras_gresnet.weights.download import MIN_RATE, sha256_of
-from keras_gresnet.weights.fitting import (
+from keras_gresnet.weights.arguments import (
     HF_SCHEME, PRESET_CONFIG, PRESET_METADATA, PRESET_WEIGHTS,
 )
 from keras_gresnet.weights.registry import model_card, read_registry

@@ -32,7 +32,7 @@ import keras
 from keras_gresnet.layers import ResidualGate
 from keras_gresnet.weights.loading import transfer_weights
 from keras_gresnet.zoo.applications import check_preprocessing
-from keras_gresnet.zoo.registry import register_model
+from keras_gresnet.zoo.builders import register_model
 from keras_gresnet.zoo.resnets import IMAGENET_STAGES, resnet_imagenet
 
 # Keras Applications' pre-activation ResNets and their HE depth.

@@ -15,7 +15,7 @@ from keras_gresnet.zoo.applications import (
     check_common, check_preprocessing, check_size, head, load_weights,
     model_input,
 )
-from keras_gresnet.zoo.registry import register_model
+from keras_gresnet.zoo.builders import register_model
 
 GR_DEPTHS = (2, 10, 20, 50, 100)  # GR Table 1
 # GR's first layer, "a linear layer with 50 neurons", read as a fully-connected

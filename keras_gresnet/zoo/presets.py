@@ -15,10 +15,10 @@ from keras_gresnet._version import __version__
 from keras_gresnet.files import read_json, write_json, write_text
 from keras_gresnet.layers.model import CARD_FIELDS, ZooModel, model_card
 from keras_gresnet.weights import PRESET_CONFIG, PRESET_METADATA, PRESET_WEIGHTS
-from keras_gresnet.weights.fitting import canonical, describe_call
+from keras_gresnet.weights.arguments import canonical, describe_call
 from keras_gresnet.weights.loading import load_exact
 from keras_gresnet.zoo import hub
-from keras_gresnet.zoo.registry import get_model
+from keras_gresnet.zoo.builders import get_model
 
 
 def save_preset(model, directory, *, builder=None, builder_kwargs=None, metadata=None,

@@ -29,7 +29,7 @@ from keras_gresnet.zoo.applications import (
     check_common, check_preprocessing, check_size, head, load_weights,
     model_input,
 )
-from keras_gresnet.zoo.registry import register_model
+from keras_gresnet.zoo.builders import register_model
 
 CIFAR_WIDTHS = (16, 32, 64)  # HE / GR CIFAR nets
 IMAGENET_WIDTHS = (64, 128, 256, 512)

@@ -2,7 +2,7 @@
 
 A source is a ``keras.Model``, a published weights name, ``hf://owner/name``,
 a preset folder, a finished run folder or a ``.keras`` file
-(:func:`keras_gresnet.weights.fitting.source_kind` tells them apart, in one
+(:func:`keras_gresnet.weights.arguments.source_kind` tells them apart, in one
 place). :func:`resolve` turns each into a :class:`Resolved`: the model, a
 :class:`~keras_gresnet.layers.ZooModel` wherever its builder is known, and
 its card (where the weights come from, the dataset, its class names, the
@@ -36,15 +36,15 @@ from keras_gresnet._pixels import scale_offset
 from keras_gresnet.data.datasets import DATASETS
 from keras_gresnet.files import read_json
 from keras_gresnet.layers import ZooModel, model_card, takes_raw_pixels
-from keras_gresnet.layers.preprocessing import model_input, pixel_statistics
+from keras_gresnet.layers.inputs import model_input, pixel_statistics
 from keras_gresnet.weights import get_weights, list_weights, published, weights_path
 from keras_gresnet.weights.download import sha256_of
-from keras_gresnet.weights.fitting import (
+from keras_gresnet.weights.arguments import (
     ACCEPTED, PRESET_CONFIG, RUN_CONFIG, RUN_MODEL, source_kind,
 )
 from keras_gresnet.weights.loading import copy_weights, head_layer, load_exact, load_model_file
 from keras_gresnet.zoo import hub, presets
-from keras_gresnet.zoo.registry import get_model, list_models
+from keras_gresnet.zoo.builders import get_model, list_models
 
 # What a source records of the pixels where it records nothing: pixels / 255.
 DEFAULT_PREPROCESSING = {"method": "scale", "mean": [0.0], "std": [1.0]}
@@ -61,7 +61,7 @@ class Resolved:
         model: the ``keras.Model`` (a ``ZooModel`` wherever its builder is
             known, with ``card`` in it).
         card: :data:`keras_gresnet.layers.model.CARD_FIELDS`.
-        kind: ``"model"`` or a :data:`keras_gresnet.weights.fitting.KINDS` kind.
+        kind: ``"model"`` or a :data:`keras_gresnet.weights.arguments.KINDS` kind.
         source: what was given, as text (for messages).
         config: a run folder's ``config.json``, else ``None``.
     """
@@ -483,10 +483,14 @@ def recorded_statistics(source):
 
 def card_of(source):
     """The card of ``source`` (anything :func:`resolve` takes): a published
-    name's from its registry entry, without loading it."""
-    if isinstance(source, (str, os.PathLike)) and not isinstance(source, Resolved) and \
-            source_kind(source, "source") == "published":
+    name's from its registry entry and an unfinished run's from its
+    ``config.json``, without loading a model."""
+    kind = source_kind(source, "source", finished=False) if isinstance(
+        source, (str, os.PathLike)) else None
+    if kind == "published":
         return entry_card(_entry(os.fspath(source), "source"))
+    if kind == "run" and not (Path(source) / RUN_MODEL).is_file():  # its config says
+        return run_card(read_run_config(Path(source) / RUN_CONFIG), {})
     return resolve(source, argument="source").card
 
 

@@ -63,7 +63,7 @@ class Backend(typing.Protocol):
 
     def start(self, name, cluster, check_folder, out):
         """``(loop, resumed)``: the
-        :class:`~keras_gresnet.training.fitting.TrainingLoop` of strategy
+        :class:`~keras_gresnet.training.loop.TrainingLoop` of strategy
         ``name``, once the run folder ``out`` is checked
         (``check_folder()``: ``True`` when the run resumes; on a cluster the
         chief checks it and every process learns the verdict)."""
@@ -121,7 +121,7 @@ def resolve_strategy(name, cluster=None, backend=None):
 def make_strategy(name="auto", cluster=None):
     """The strategy ``name`` of Keras' current backend: a ``tf.distribute``
     strategy on TensorFlow, else
-    :class:`~keras_gresnet.training.fitting.SingleDevice` or JAX's
+    :class:`~keras_gresnet.training.loop.SingleDevice` or JAX's
     :class:`~keras_gresnet.training.backends.jax.DataParallel`.
 
     ``"auto"``: the multi-worker strategy when a cluster is configured, else

@@ -39,7 +39,7 @@ import numpy as np
 
 from keras_gresnet import data
 from keras_gresnet.training.cluster import WorkerLost, agree_on_folder
-from keras_gresnet.training.fitting import FitLoop, SingleDevice, refuse_sync_batchnorm
+from keras_gresnet.training.loop import FitLoop, SingleDevice, refuse_sync_batchnorm
 
 STRATEGIES = ("auto", "default", "one_device", "mirrored", "data_parallel", "multi_worker")
 # model.export's formats here, and the converters each needs as (module,

@@ -18,7 +18,7 @@ import os
 import signal
 import threading
 
-from keras_gresnet.training.fitting import FitLoop
+from keras_gresnet.training.loop import FitLoop
 
 STRATEGIES = ("auto", "default", "one_device", "mirrored", "multi_worker")
 # model.export's formats here, and the converters each needs as (module,

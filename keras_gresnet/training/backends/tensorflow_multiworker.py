@@ -43,7 +43,7 @@ from keras_gresnet.training.cluster import (  # noqa: F401 (the cluster's names,
     TRAINING_JOBS, Cluster, WorkerLost, agree_on_folder, local_workers, parse_workers,
     resolve_cluster,
 )
-from keras_gresnet.training.fitting import TrainingLoop
+from keras_gresnet.training.loop import TrainingLoop
 
 # Errors of a collective op whose peer died or stopped answering.
 _PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError,

@@ -1,7 +1,7 @@
 """PyTorch: one device (Keras' PyTorch backend has no data parallelism of
 its own yet), ``model.fit`` in one process; ONNX and LiteRT exports."""
 
-from keras_gresnet.training.fitting import FitLoop, SingleDevice, refuse_sync_batchnorm
+from keras_gresnet.training.loop import FitLoop, SingleDevice, refuse_sync_batchnorm
 
 STRATEGIES = ("auto", "default", "one_device")
 # model.export's formats here, and the converters each needs. The torch
@@ -20,7 +20,7 @@ def resolve_strategy(name):
 
 
 def make_strategy(name, cluster):
-    """:class:`~keras_gresnet.training.fitting.SingleDevice`."""
+    """:class:`~keras_gresnet.training.loop.SingleDevice`."""
     del name, cluster  # one device whatever the name
     return SingleDevice()
 

@@ -115,14 +115,16 @@ RUN_CONFIG, RUN_MODEL = "config.json", "model.keras"
 HF_SCHEME = "hf://"  # a Hugging Face Hub preset (keras_gresnet.zoo.hub)  # a finished run folder's two files
 
 
-def source_kind(source, argument="model"):
+def source_kind(source, argument="model", *, finished=True):
     """Which kind of source ``source`` is, one of :data:`KINDS`: the one
     place a name, a file or a folder is told apart (Keras-free: it looks at
     the string and the file system, never into a file). A folder holding
     ``model.weights.h5`` is a preset, one holding ``config.json`` and
     ``model.keras`` a finished run; a string that is no path is a
     published name. One ``ValueError`` naming ``argument`` and what would be
-    accepted otherwise (an unfinished run folder says how to finish it)."""
+    accepted otherwise (an unfinished run folder says how to finish it;
+    ``finished=False`` takes one as a run, for what its ``config.json``
+    says)."""
     if not isinstance(source, (str, os.PathLike)):
         raise ValueError(f"{argument} must be a keras.Model or {ACCEPTED}, got "
                          f"{type(source).__name__}")
@@ -133,7 +135,7 @@ def source_kind(source, argument="model"):
         if (path / PRESET_WEIGHTS).is_file():
             return "preset"
         if (path / RUN_CONFIG).is_file():
-            if not (path / RUN_MODEL).is_file():
+            if finished and not (path / RUN_MODEL).is_file():
                 raise ValueError(
                     f"{argument}={text!r}: a run folder without {RUN_MODEL}, not finished (an "
                     f"unfinished run resumes with its train command)")
@@ -151,20 +153,6 @@ def source_kind(source, argument="model"):
         raise ValueError(f"{argument}={text!r}: no such folder, or not a .keras or "
                          f".weights.h5 file; {argument} accepts {ACCEPTED}")
     return "published"
-
-
-def is_path(weights):
-    """A path (``.keras``, ``.weights.h5``, a preset or run folder), not a
-    name: :func:`source_kind` of a path kind."""
-    try:
-        return source_kind(weights) not in ("published", "hub")
-    except ValueError:
-        return isinstance(weights, (str, os.PathLike)) and not str(weights).startswith("hf://")
-
-
-def is_preset(path):
-    """A folder :func:`keras_gresnet.zoo.save_preset` wrote."""
-    return Path(path).is_dir() and (Path(path) / PRESET_WEIGHTS).is_file()
 
 
 def check_argument(weights, builder):

@@ -12,7 +12,7 @@ import re
 
 from keras_gresnet.layers import PixelNormalization
 from keras_gresnet.layers.model import ZooModel
-from keras_gresnet.weights import fitting
+from keras_gresnet.weights import arguments as weights_arguments
 from keras_gresnet.zoo import hub
 
 _MODELS = {}
@@ -80,14 +80,14 @@ def register_model(fn=None, *, configs=None, family=None, recipe=None, dataset=N
 def application_arguments(builder, arguments, *, keras_weights=False):
     """Complete, in place, the Keras Applications arguments of the call
     ``arguments`` (every parameter of ``builder``, bound) before anything is
-    built: ``weights`` resolved (:func:`keras_gresnet.weights.fitting.resolve`:
+    built: ``weights`` resolved (:func:`keras_gresnet.weights.arguments.resolve`:
     a published name or dataset name becomes its registry entry, after the
     check that it fits these arguments; a Hugging Face preset URI
     ``hf://owner/name[@revision]`` is checked for its form, and downloaded
     only once the model is built; with ``keras_weights`` the builder checks
     Keras Applications' own) and ``name=None`` the builder's name."""
     if "weights" in arguments and not keras_weights and not hub_weights(arguments["weights"]):
-        arguments["weights"] = fitting.resolve(builder, arguments)
+        arguments["weights"] = weights_arguments.resolve(builder, arguments)
     if "name" in arguments and arguments["name"] is None:
         arguments["name"] = builder.__name__
 
