@@ -386,12 +386,18 @@ def cmd_weights(args, extra):
         if not entries:
             raise ValueError(f"no published weights match pattern={args.pattern!r} "
                              f"(registry: {weights.registry.REGISTRY_FILE})")
+        from keras_gresnet.papers import paper_error
+
+        def paper(entry):  # what the paper reports on the entry's dataset
+            found = paper_error(entry["builder"], entry["builder_kwargs"], entry["dataset"])
+            return "" if found is None else f"{found[1]:.2f}% ({found[0].split(',')[0]})"
+
         rows = [(e["name"], e["builder"],
                  ", ".join(f"{k}={v!r}" for k, v in sorted(e["builder_kwargs"].items())),
                  e["dataset"],
                  "" if e.get("test_error_percent") is None else f"{e['test_error_percent']:.2f}%",
-                 _size(e.get("size")), e["status"]) for e in entries]
-        _print_table(rows, ("name", "builder", "args", "dataset", "test error", "size",
+                 paper(e), _size(e.get("size")), e["status"]) for e in entries]
+        _print_table(rows, ("name", "builder", "args", "dataset", "test error", "paper", "size",
                             "status"), text_columns=4)
     elif args.action == "download":
         print(weights.weights_path(args.name, cache_dir=args.cache_dir))

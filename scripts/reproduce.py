@@ -102,3 +102,19 @@ def welch_interval(a, b, level=0.95):
     gap = statistics.fmean(a) - statistics.fmean(b)
     half = t_quantile(0.5 + level / 2, dof) * abs(gap / t) if t else 0.0
     return gap, gap - half, gap + half
+
+
+def paired_interval(a, b, level=0.95):
+    """``(mean difference, low, high)`` of the paired differences ``a[i] -
+    b[i]`` (two measures of the same nets) and Student's interval at
+    ``level`` with ``n - 1`` degrees of freedom; ``None`` with fewer than 2
+    pairs; ``low == high`` where every pair differs by the same amount."""
+    if len(a) != len(b):
+        raise ValueError(f"paired values need as many a as b, got {len(a)} and {len(b)}")
+    if len(a) < 2:
+        return None
+    differences = [x - y for x, y in zip(a, b)]
+    mean = statistics.fmean(differences)
+    half = t_quantile(0.5 + level / 2, len(a) - 1) * statistics.stdev(differences) / \
+        math.sqrt(len(a))
+    return mean, mean - half, mean + half

@@ -36,7 +36,7 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from keras_gresnet import analysis, files, plots, training  # noqa: E402
-from reproduce import welch_interval  # noqa: E402
+from reproduce import paired_interval, welch_interval  # noqa: E402
 from reproduce_gr_mnist import run_folder  # noqa: E402  (this folder: the runs' layout)
 
 COLUMNS = ("model", "train_seed", "order", "seed", "removed", "accuracy")
@@ -123,12 +123,24 @@ def _gap_line(what, a, b):
             f"[{100 * gap[1]:+.2f}, {100 * gap[2]:+.2f}] over the nets.")
 
 
+def _paired_line(what, a, b):
+    """The same difference taken net by net (greedy and random orders are two
+    measures of the same nets), with Student's paired 95% interval."""
+    paired = paired_interval(a, b) if len(a) == len(b) else None
+    if paired is None:
+        return f"{what}: no interval (it takes two nets measured both ways)."
+    return (f"{what}: {100 * paired[0]:+.2f} points, paired 95% interval "
+            f"[{100 * paired[1]:+.2f}, {100 * paired[2]:+.2f}] over the nets "
+            f"(each net's difference: {', '.join(f'{100 * (x - y):+.2f}' for x, y in zip(a, b))}).")
+
+
 def table_lines(curves, seeds):
     """The Markdown rows of ``pruning.md``: per curve, the nets' accuracy with
     nothing, the fewest, half and every block removed; then GR's three
     comparisons as differences with Welch intervals: greedy against random on
-    the GResNet, and the GResNet's random curve against the ResNet's at half
-    the blocks and with every block removed (the stem and head alone)."""
+    the GResNet (also paired net by net: both orders prune the same nets), and
+    the GResNet's random curve against the ResNet's at half the blocks and
+    with every block removed (the stem and head alone)."""
     lines = ["| curve | nets (training seeds) | nothing removed | kept after the fewest "
              "| blocks removed | accuracy | kept | every block removed |",
              "|---|---|---|---|---|---|---|---|"]
@@ -151,11 +163,13 @@ def table_lines(curves, seeds):
                      f"{_values(full)}% | {_values(at_fewest)}% ({fewest} of {total}) | "
                      f"{half} of {total} | {_values(at_half)}% | "
                      f"{_values(kept, 100)}% | {_values(every)}% |")
+    greedy, random = halves.get(("gresnet", "greedy"), []), halves.get(("gresnet", "random"), [])
     lines += [
         "",
         "- " + _gap_line("GResNet greedy - GResNet random at half the blocks removed",
-                         halves.get(("gresnet", "greedy"), []),
-                         halves.get(("gresnet", "random"), [])),
+                         greedy, random),
+        "- " + _paired_line("GResNet greedy - GResNet random at half the blocks removed, "
+                            "paired on each net", greedy, random),
         "- " + _gap_line("GResNet random - ResNet random with every block removed",
                          *(everys.get((k, "random"), []) for k in ("gresnet", "resnet"))),
         "- " + _gap_line("GResNet random - ResNet random at half the blocks removed",

@@ -192,3 +192,95 @@ def test_cli_gates_and_prune(trained_run, capsys, tmp_path):
     assert "Unknown block 'block9'" in capsys.readouterr().err
     assert not (trained_run / "pruned-2.keras").exists()
     assert cli.main(["prune", str(trained_run)]) == 2  # neither --blocks nor --count
+
+
+# Every registered builder at a size that builds in seconds: a deep paper
+# model through its family with the same unit, block and gating (the same
+# unit code), the ImageNet and Keras-ResNetV2 ones at depth 50 on 64x64.
+IMAGENET_TINY = dict(input_shape=(64, 64, 3), classes=10)
+
+
+def _small(name):
+    if name.endswith("_mlp"):
+        return getattr(zoo, name)(depth=4, input_shape=(4, 4, 1))
+    if name in ("resnet_cifar", "gresnet_cifar"):
+        return getattr(zoo, name)(n=2, **CIFAR_TINY)
+    if name in ("wide_resnet", "wide_gresnet"):
+        return getattr(zoo, name)(n=2, widen_factor=1, **CIFAR_TINY)
+    if name.endswith(("110", "164", "1001")):  # HE's CIFAR nets
+        unit = "preact" if name.startswith("preact") else "original"
+        block = "basic" if name.endswith("110") else "bottleneck"
+        return zoo.resnet_cifar(n=2, unit=unit, block=block, **CIFAR_TINY)
+    if name.endswith("v2"):
+        return zoo.gresnet50v2(**IMAGENET_TINY)
+    if name == "resnet_imagenet":
+        return zoo.resnet_imagenet(50, **IMAGENET_TINY)
+    sibling = name.rstrip("0123456789") + "50"  # gresnet152 -> gresnet50: the same unit
+    return getattr(zoo, sibling)(**IMAGENET_TINY)
+
+
+def _residual_source(model, merge):
+    """The last weighted layer of a merge's residual branch (its input 1)."""
+    config = {layer["name"]: layer for layer in model.get_config()["layers"]}
+    name = analysis.pruning._references(config[merge]["inbound_nodes"])[1][0]
+    while not model.get_layer(name).weights:
+        (name,) = {ref[0] for ref in analysis.pruning._references(config[name]["inbound_nodes"])}
+    return model.get_layer(name)
+
+
+def _small_key(name):
+    """The small build ``name`` is tested through (builders sharing one are
+    the same unit code at another depth)."""
+    if name.endswith(("110", "164", "1001")):
+        return f"resnet_cifar:{name.rstrip('0123456789')}{'basic' if name.endswith('110') else 'bottleneck'}"
+    if name.endswith("v2"):
+        return "gresnet50v2"
+    if name == "resnet_imagenet":
+        return "preact_resnet50"  # its defaults: full pre-activation, ungated
+    if name[-3:] in ("101", "152", "200"):
+        return name.rstrip("0123456789") + "50"
+    return name
+
+
+SMALL_BUILDS = {}
+for _name in zoo.list_models():
+    SMALL_BUILDS.setdefault(_small_key(_name), []).append(_name)
+
+
+@pytest.mark.parametrize("name", [names[0] for names in SMALL_BUILDS.values()],
+                         ids=[",".join(names) for names in SMALL_BUILDS.values()])
+def test_pruning_a_block_is_the_net_whose_gate_is_zero(name):
+    """GR's identity on every builder: removing a gated block gives exactly
+    the network whose g(k) = 0 (an ungated block: whose residual f(x) = 0),
+    stage-first pre-activation units included, on random BatchNorm statistics
+    and gates."""
+    model = _small(name)
+    randomize_bn(model, scale=0.3)
+    for i, gate in enumerate(analysis.gates.gate_layers(model)):
+        gate.k.assign(0.3 + 0.1 * (i % 7))
+    blocks = [b for b in analysis.residual_blocks(model) if b.removable]
+    if name == "plain_mlp":
+        assert blocks == []  # GR's plain net has no residual block
+        return
+    assert blocks, name
+    x = random_inputs(model, batch=2)
+    # the first removable block of each stage (where the pre-activation is
+    # shared), and one more
+    firsts = {b.name.rsplit("_block", 1)[0]: b for b in reversed(blocks)}
+    for block in sorted({*firsts.values(), blocks[-1]}, key=lambda b: b.index):
+        pruned = keras.ops.convert_to_numpy(analysis.prune(model, [block])(x, training=False))
+        if block.gate is not None:
+            gate = model.get_layer(block.gate)
+            saved = keras.ops.convert_to_numpy(gate.k)
+            gate.k.assign(-0.3)  # g(k) = ReLU(k) = 0
+            closed = keras.ops.convert_to_numpy(model(x, training=False))
+            gate.k.assign(saved)
+        else:
+            merge = next(n for n in block.layers if n.endswith("_add"))
+            layer = _residual_source(model, merge)
+            saved = layer.get_weights()
+            layer.set_weights([np.zeros_like(w) for w in saved])  # f(x) = 0
+            closed = keras.ops.convert_to_numpy(model(x, training=False))
+            layer.set_weights(saved)
+        # the same float32 operations on the same values: equal to the bit
+        np.testing.assert_array_equal(pruned, closed, err_msg=f"{name}: {block.name}")

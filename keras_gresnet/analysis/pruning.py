@@ -5,7 +5,18 @@ A residual block is found by its merge layer (``{prefix}gate``,
 ``{prefix}add`` or ``{prefix}shortcut_gate``); its layers are those named
 ``{prefix}*``. The graph is read from, and the pruned copy built from, the
 model's functional config (``get_config`` / ``from_config``, Keras' public
-serialization): removing a block rewires its consumers to its input.
+serialization).
+
+Removing a block is GR's identity: the block's merge gives its shortcut
+input (``u = g(k) f(x) + x`` with ``g(k) = 0``, and ``f(x) = 0`` for an
+ungated ``Add``), so its consumers are rewired to the merge's shortcut
+input and every layer no output needs any more goes. Where the shortcut is
+taken after the block's own pre-activation (a stage's first unit, whose
+BN-ReLU HE's and GR's code share between shortcut and branch), that BN-ReLU
+stays on the trunk, as ``g(k) = 0`` keeps it; so does what follows the
+merge in a post-activation unit. HE's scaled and shortcut-gated merges
+(Table 1's ablations) have no setting that passes the shortcut through:
+removing one of their blocks passes it through unscaled.
 """
 
 import contextlib
@@ -120,7 +131,8 @@ def _blocks(model):
             gate=merge["name"] if merge["class_name"] == "ResidualGate" else None,
             removable=removable,
         )
-        found.append((block, block_input, output))
+        shortcut = refs[merge["name"]][0]  # every merge takes [shortcut, residual]
+        found.append((block, (merge["name"], 0, 0), shortcut))
     return found
 
 
@@ -130,11 +142,11 @@ def residual_blocks(model):
 
 
 def _resolve_blocks(model, blocks):
-    """``{output reference: input reference}`` and layer names of the
+    """``{merge output reference: its shortcut input reference}`` of the
     ``blocks`` to remove (names, indices or :class:`Block`); checks they can go."""
     found = _blocks(model)
-    by_name = {b.name: (b, i, o) for b, i, o in found}
-    bypass, skip = {}, set()
+    by_name = {b.name: (b, m, s) for b, m, s in found}
+    bypass = {}
     if isinstance(blocks, (str, int, Block)):
         blocks = [blocks]
     if not len(blocks):
@@ -155,37 +167,39 @@ def _resolve_blocks(model, blocks):
             raise ValueError(
                 f"Unknown block {block!r}; accepted: a block index or a name such as "
                 f"{', '.join(names[:5])}{'...' if len(names) > 5 else ''}")
-        b, block_input, block_output = entry
-        if block_output in bypass:
+        b, merge, shortcut = entry
+        if merge in bypass:
             raise ValueError(f"block {b.name!r} is named more than once; name each block "
                              f"once")
         if not b.removable:
             raise ValueError(
                 f"block {b.name!r} changes the shape of its input (projection "
                 f"shortcut): removing it would break the network")
-        bypass[block_output] = block_input
-        skip.update(b.layers)
-    return bypass, skip
+        bypass[merge] = shortcut
+    return bypass
 
 
 def prune(model, blocks, *, name=None):
     """A new functional model with ``blocks`` removed (names such as
     ``"block7"`` / ``"conv3_block2"``, indices into :func:`residual_blocks`,
-    or :class:`Block` objects); every other layer is a copy carrying the same
-    weights, so the original model is untouched. Removing a block whose
-    ``g(k) = 0`` leaves the outputs exactly unchanged.
+    or :class:`Block` objects): each block's merge replaced by its shortcut
+    input (see the module docstring), every layer no output needs dropped;
+    every other layer is a copy carrying the same weights, so the original
+    model is untouched. The pruned net is the net whose removed gates have
+    ``g(k) = 0``: removing a block whose ``g(k) = 0`` leaves the outputs
+    exactly unchanged (a test checks it on every builder).
 
     Raises:
         ValueError: an unknown block, or one that changes shape (projection).
     """
-    bypass, skip = _resolve_blocks(model, blocks)
+    bypass = _resolve_blocks(model, blocks)
     config = model.get_config()
     config["name"] = name or f"{model.name}_pruned{len(bypass)}"
-    config["layers"] = [
-        dict(layer, inbound_nodes=_rewire(layer["inbound_nodes"], bypass))
-        for layer in config["layers"] if layer["name"] not in skip
-    ]
+    layers = [dict(layer, inbound_nodes=_rewire(layer["inbound_nodes"], bypass))
+              for layer in config["layers"]]
     config["output_layers"] = _rewire_refs(config["output_layers"], bypass)
+    needed = _needed(layers, config["output_layers"])
+    config["layers"] = [layer for layer in layers if layer["name"] in needed]
     if "builder" in config:  # a ZooModel: no builder builds the pruned net; the card holds
         config.update(builder=None, builder_kwargs={})
     pruned = model.__class__.from_config(config)
@@ -193,6 +207,28 @@ def prune(model, blocks, *, name=None):
         if layer.weights:
             layer.set_weights(model.get_layer(layer.name).get_weights())
     return pruned
+
+
+def _needed(layers, outputs):
+    """Names of the layers the ``outputs`` references depend on."""
+    inputs = {layer["name"]: {ref[0] for ref in _references(layer["inbound_nodes"])}
+              for layer in layers}
+    stack = [ref[0] for ref in _references_of(outputs)]
+    needed = set()
+    while stack:
+        name = stack.pop()
+        if name not in needed:
+            needed.add(name)
+            stack.extend(inputs[name])
+    return needed
+
+
+def _references_of(refs):
+    """``output_layers`` (one ``[layer, node, tensor]`` or a list of them)
+    as a list of tuples."""
+    if refs and isinstance(refs[0], str):
+        return [tuple(refs)]
+    return [ref for r in refs for ref in _references_of(r)]
 
 
 def _rewire_refs(refs, bypass):
