@@ -286,3 +286,31 @@ def test_import_needs_no_tensorflow():
                           env=dict(_env(), KERAS_BACKEND="jax"), capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("format", export.FORMATS)
+def test_every_artefact_takes_raw_pixels_and_says_so(format, tmp_path):
+    """The default artefact takes raw 0-255 pixels (the card's normalisation
+    inside), run by its own runtime; ONNX and SavedModel carry the contract."""
+    backends = CONVERTERS[format]
+    model, _ = gated_cifar()
+    if BACKEND not in backends or not all(map(_installed, backends[BACKEND])):
+        with pytest.raises(ValueError, match=f"'{format}'|pip install"):  # refused, one line
+            export.export(model, tmp_path / f"m{SUFFIX[format]}", format=format)
+        assert not list(tmp_path.iterdir())
+        return
+    statistics = {"method": "meanstd", "mean": [0.5, 0.4, 0.3], "std": [0.2, 0.25, 0.3]}
+    model.remember(model.builder, model.builder_kwargs,
+                   {"preprocessing": statistics, "class_names": [str(i) for i in range(10)]})
+    raw = np.random.default_rng(5).integers(0, 256, size=(3, 16, 16, 3)).astype("float32")
+    normalised = ((raw / 255 - np.array(statistics["mean"])) / np.array(statistics["std"]))
+    expected = keras.ops.convert_to_numpy(model(normalised.astype("float32"), training=False))
+    out = export.export(model, tmp_path / f"m{SUFFIX[format]}", format=format)
+    # another runtime: float32 sums in other orders, ~1e-6 relative per layer
+    np.testing.assert_allclose(export.load_exported(out)(raw), expected, atol=1e-4)
+    contract = export.read_contract(out)
+    if format == "litert":
+        assert contract == {}  # a LiteRT file carries none (docs/export.md)
+    else:
+        assert contract["pixels"] == "raw 0-255" and contract["preprocessing"] == statistics
+        assert contract["input_shape"] == [16, 16, 3] and contract["class_names"][3] == "3"
