@@ -271,8 +271,9 @@ def cmd_prune(args, extra):
 
     if extra:
         raise ValueError(f"unexpected arguments {extra}")
-    if (args.blocks is None) == (args.count is None):
-        raise ValueError("give either --blocks NAME,NAME... or --count N (with --order)")
+    if sum((args.blocks is not None, args.count is not None, args.zero_gates)) != 1:
+        raise ValueError("give one of --blocks NAME,NAME..., --count N (with --order) or "
+                         "--zero-gates")
     if args.count is not None and args.count < 1:
         raise ValueError(f"--count {args.count}: remove at least 1 block (an integer >= 1)")
     blocks = None
@@ -288,7 +289,12 @@ def cmd_prune(args, extra):
         raise ValueError(f"--out must end in .keras, got {args.out!r}")
     resolved = zoo.resolve(args.path)
     model = resolved.model
-    if blocks is None:
+    if args.zero_gates:
+        blocks = analysis.closed_blocks(model)
+        if not blocks:
+            raise ValueError(f"{resolved.source!r} has no removable block whose gate is "
+                             f"exactly closed (g(k) = 0): nothing to remove")
+    elif blocks is None:
         order = analysis.removal_order(model, args.order, args.seed)
         if args.count > len(order):
             raise ValueError(f"--count {args.count}: only {len(order)} blocks can be removed")
@@ -497,6 +503,9 @@ def build_parser():
     p.add_argument("path", metavar="model", help=_SOURCE_HELP)
     p.add_argument("--blocks", help="comma-separated block names or indices, e.g. block7,block9")
     p.add_argument("--count", type=int, help="remove this many blocks in --order")
+    p.add_argument("--zero-gates", action="store_true",
+                   help="remove every block whose gate is exactly closed, g(k) = 0: the "
+                   "same predictions, faster")
     p.add_argument("--order", default="greedy", help="greedy (smallest g(k) first) or random")
     p.add_argument("--seed", type=int, default=0, help="seed of the random order")
     p.add_argument("--out", help="the pruned model (.keras); default in a run folder, beside "

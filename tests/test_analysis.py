@@ -284,3 +284,31 @@ def test_pruning_a_block_is_the_net_whose_gate_is_zero(name):
             layer.set_weights(saved)
         # the same float32 operations on the same values: equal to the bit
         np.testing.assert_array_equal(pruned, closed, err_msg=f"{name}: {block.name}")
+
+
+def test_closed_gates_go_and_the_predictions_stay(tmp_path, capsys):
+    """GR's "faster predictions by using a pruned version": every block whose
+    g(k) = 0 exactly removed at once, the outputs unchanged to the bit."""
+    model = zoo.gresnet_mlp(depth=10, input_shape=(4, 4, 1))  # 5 blocks
+    randomize_bn(model, scale=0.3)
+    for i, gate in enumerate(analysis.gates.gate_layers(model)):
+        gate.k.assign(-0.2 if i in (1, 3) else 0.4 + 0.1 * i)  # g(k) = 0 on block2, block4
+    closed = analysis.closed_blocks(model)
+    assert [b.name for b in closed] == ["block2", "block4"]
+    x = random_inputs(model, batch=4)
+    pruned = analysis.prune(model, closed)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(pruned(x, training=False)),
+                                  keras.ops.convert_to_numpy(model(x, training=False)))
+    assert pruned.count_params() < model.count_params()
+    model.save(tmp_path / "m.keras")
+    out = tmp_path / "small.keras"
+    assert cli.main(["prune", str(tmp_path / "m.keras"), "--zero-gates", "--out", str(out)]) == 0
+    assert "removed 2 blocks: block2, block4" in capsys.readouterr().out and out.is_file()
+    for gate in analysis.gates.gate_layers(model):
+        gate.k.assign(0.5)
+    model.save(tmp_path / "open.keras")
+    assert cli.main(["prune", str(tmp_path / "open.keras"), "--zero-gates"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no removable block whose gate is exactly closed" in err[0]
+    assert cli.main(["prune", str(tmp_path / "m.keras"), "--zero-gates", "--count", "1"]) == 2
+    assert "give one of --blocks" in capsys.readouterr().err

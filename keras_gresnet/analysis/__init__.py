@@ -7,8 +7,9 @@ Modules: :mod:`~keras_gresnet.analysis.gates` (the gates' values) and
 
 from keras_gresnet.analysis.gates import block_prefix, gate_values
 from keras_gresnet.analysis.pruning import (
-    ORDERS, Block, accuracy, prune, pruning_curve, removal_order, residual_blocks,
+    ORDERS, Block, accuracy, closed_blocks, prune, pruning_curve, removal_order,
+    residual_blocks,
 )
 
-__all__ = ["ORDERS", "Block", "accuracy", "block_prefix", "gate_values", "prune",
+__all__ = ["ORDERS", "Block", "accuracy", "block_prefix", "closed_blocks", "gate_values", "prune",
            "pruning_curve", "removal_order", "residual_blocks"]

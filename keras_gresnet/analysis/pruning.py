@@ -281,6 +281,16 @@ def _no_autograd():
     return contextlib.nullcontext()
 
 
+def closed_blocks(model):
+    """The removable gated blocks of ``model`` whose gate is exactly closed,
+    ``g(k) = 0``: removing all of them (``prune(model, closed_blocks(model))``)
+    changes no output, and the pruned net predicts faster (GR's "faster
+    predictions by using a pruned version")."""
+    g = {gate.name: gate.g for gate in gate_layers(model)}
+    return [b for b in residual_blocks(model)
+            if b.removable and b.gate is not None and g[b.gate] == 0.0]
+
+
 def removal_order(model, order="greedy", seed=0):
     """The removable blocks of ``model`` in the order GR removes them:
     ``"greedy"``, smallest ``g(k)`` first (gated models only), or
