@@ -195,6 +195,12 @@ def stop_when(check, interval=0.05):
         yield
         return
     done, tripped, start = threading.Event(), [], time.monotonic()
+    # The watcher interrupts the main thread with a simulated SIGINT, which
+    # does nothing where SIGINT is ignored (a job a shell started in the
+    # background, nohup): Python's own handler stands in for the body.
+    previous = signal.getsignal(signal.SIGINT)
+    if previous in (signal.SIG_IGN, signal.SIG_DFL, None):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def watch():
         while not done.wait(interval):
@@ -215,6 +221,8 @@ def stop_when(check, interval=0.05):
         finally:
             done.set()
             watcher.join()
+            if previous in (signal.SIG_IGN, signal.SIG_DFL, None):
+                signal.signal(signal.SIGINT, previous or signal.SIG_DFL)
     except KeyboardInterrupt:
         if not tripped:
             raise

@@ -835,3 +835,27 @@ def test_a_tfds_download_that_stalls_after_its_first_bytes_is_stopped(tmp_path, 
         data.load("cifar10", "train")
     assert time.monotonic() - start < 30
     assert not partial.exists() and kept.exists()
+
+
+@pytest.mark.integration  # starts a process
+def test_a_stalled_call_is_stopped_where_sigint_is_ignored():
+    """A job a shell started in the background (or under nohup) ignores
+    SIGINT, which is how the stall watcher interrupts the main thread: it
+    installs Python's handler for the body, and puts the ignoring back."""
+    import signal
+    import subprocess
+    import sys
+
+    code = ("import signal, time\n"
+            "from keras_gresnet.files import Stopped, stop_when\n"
+            "try:\n"
+            "    with stop_when(lambda s: 'stalled' if s > 0.5 else None, interval=0.1):\n"
+            "        while True:\n"
+            "            time.sleep(0.01)\n"
+            "except Stopped as error:\n"
+            "    print('stopped:', error)\n"
+            "print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)\n")
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert done.stdout.split() == ["stopped:", "stalled", "True"], done.stderr[-2000:]
