@@ -463,8 +463,11 @@ def test_ctrl_c_is_one_line_saying_how_to_resume(tmp_path):
                "2", "--dataset", "fashion_mnist", "--max-train-examples", "2048",
                "--max-test-examples", "200", "--epochs", "50", "--out", str(out)]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    # A terminal's Ctrl-C: SIGINT handled as a shell in the foreground leaves
+    # it (a test run started in the background would pass it on ignored).
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env)
+                            env=env, preexec_fn=lambda: signal.signal(signal.SIGINT,
+                                                                      signal.SIG_DFL))
     deadline = time.monotonic() + 300
     while not list((out / "backup").glob("epoch-*.weights.h5")):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
