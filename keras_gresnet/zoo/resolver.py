@@ -160,9 +160,10 @@ def _entry(name, argument):
     try:
         return get_weights(name)
     except ValueError:
-        names = [e["name"] for e in list_weights()]
+        entries = list_weights()
+        names = [e["name"] for e in entries]
         if name in list_models():
-            own = [n for n in names if get_weights(n)["builder"] == name]
+            own = [e["name"] for e in entries if e["builder"] == name]
             hint = (f"{name!r} is a builder: zoo.{name}(weights=...) builds it with weights "
                     f"(its published names: {', '.join(own) or 'none yet'})")
         else:
