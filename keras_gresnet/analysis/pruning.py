@@ -109,7 +109,8 @@ def _is_merge(layer):
 
 
 def _blocks(model):
-    """``(Block, input reference, output reference)`` for every block."""
+    """``(Block, its merge's output reference, the merge's shortcut input
+    reference)`` for every block."""
     config, refs = _graph(model)
     names = [layer["name"] for layer in config["layers"]]
     found = []

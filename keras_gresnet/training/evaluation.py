@@ -112,8 +112,9 @@ def evaluate(source, *, dataset=None, data_dir=None, batch_size=256, preprocessi
     model (:func:`keras_gresnet.zoo.raw_pixels_model`).
     ``preprocessing`` (``"scale"``, ``"mean"``, ``"meanstd"``, fitted on
     the training split): only for a source that records none."""
-    images, labels, dataset = test_set(source, dataset=dataset, data_dir=data_dir)
-    resolved = with_preprocessing(source, preprocessing, dataset, data_dir)
+    resolved = zoo.resolve(source)  # once: a file or a download is loaded one time
+    images, labels, dataset = test_set(resolved, dataset=dataset, data_dir=data_dir)
+    resolved = with_preprocessing(resolved, preprocessing, dataset, data_dir)
     model = zoo.raw_pixels_model(resolved)
     x = fitted_pixels(images, model)
     # The loss from the logits, as training computes it on every backend.
