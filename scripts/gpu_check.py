@@ -2,18 +2,23 @@
 mixed bfloat16) fed by the TensorFlow-free numpy pipeline
 (:func:`keras_gresnet.data.numpydata.make_dataset`, augmented, over synthetic
 CIFAR-shaped uint8 arrays: there is no CIFAR on the GPU machine), against
-the PyTorch twin (``scripts/torch_reference.py``) on the same GPU; the
-projected time of one CIFAR epoch (50,000 images) and of GR's 164-epoch
-recipe for each; and ``preact_resnet1001`` images/s. Run it through
-``scripts/gpu_check.sh`` (installs Keras from ``.whl/``).
+the PyTorch twin (``scripts/torch_reference.py``) on the same GPU (``--part
+cifar``); inference, ``model.predict`` against PyTorch eager (``--part
+infer``); the training rate of the nets to train next on Fashion-MNIST
+(``--part recipes``) and of ``preact_resnet1001`` (``--part r1001``). Every
+part first measures the device's matmul peaks (bf16, TF32, float32) and
+every row gives its TFLOP/s from ``zoo.multiply_adds`` and its fraction of
+each peak, and the projected epoch and recipe. Run it through
+``scripts/gpu_check.sh`` (installs Keras from ``.whl/``); results:
+docs/benchmarks.md, "GPU check".
 
-    KERAS_BACKEND=jax python scripts/gpu_check.py [--part cifar|r1001] [--tiny]
+    KERAS_BACKEND=jax python scripts/gpu_check.py [--part cifar|infer|recipes|r1001] [--tiny]
 
-Every figure is end to end: ``model.fit`` over ``steps`` batches after a
-warm-up call that compiles, wall time including the input pipeline (whose
-own rate, with no model, is printed too). PyTorch runs eager, channels_last,
-``cudnn.benchmark``, fed either from batches already on the GPU or from the
-same numpy pipeline.
+Every training figure is end to end: ``model.fit`` over ``steps`` batches
+after a warm-up call that compiles, wall time including the input pipeline
+(whose own rate, with no model, is printed too). PyTorch runs eager,
+channels_last, ``cudnn.benchmark``, fed either from batches already on the
+GPU or from the same numpy pipeline.
 """
 
 import argparse
@@ -35,15 +40,23 @@ EPOCH_IMAGES = 50_000
 RECIPE_EPOCHS = 164  # GR's CIFAR recipe (HE's schedule)
 RESULTS = []
 PART = ["cifar"]
+PEAKS = {}  # "bf16"/"fp32"/"tf32" -> TFLOP/s of a large matmul, this process
 
 
-def report(name, ips, **extra):
-    epoch = EPOCH_IMAGES / ips
+def report(name, ips, flops=None, epoch_images=EPOCH_IMAGES, epochs=RECIPE_EPOCHS, **extra):
+    """One row: images/s, the projected epoch and recipe, and where ``flops``
+    (per image, forward and backward for training) is given the achieved
+    TFLOP/s and its fraction of the peaks measured in the same process."""
+    epoch = epoch_images / ips
     row = dict(name=name, images_per_s=round(ips, 1), epoch_s=round(epoch, 1),
-               recipe_h=round(epoch * RECIPE_EPOCHS / 3600, 2), **extra)
+               recipe_h=round(epoch * epochs / 3600, 2), recipe_epochs=epochs, **extra)
+    if flops:
+        row["tflops"] = round(ips * flops / 1e12, 2)
+        row.update({f"of_{k}": round(ips * flops / 1e12 / v, 4) for k, v in PEAKS.items()})
     RESULTS.append(row)
-    print(f"{name:>44s}: {ips:10,.0f} img/s | epoch {epoch:8.1f} s | "
-          f"{RECIPE_EPOCHS} epochs {row['recipe_h']:7.2f} h  {extra or ''}", flush=True)
+    shown = {k: v for k, v in row.items() if k not in ("name", "images_per_s", "epoch_s", "recipe_h")}
+    print(f"{name:>52s}: {ips:10,.0f} img/s | epoch {epoch:8.1f} s | "
+          f"{epochs} epochs {row['recipe_h']:7.2f} h  {shown}", flush=True)
     out = os.environ.get("OUT")
     if out:
         with open(os.path.join(out, f"gpu_check-{PART[0]}.json"), "w") as f:
@@ -86,9 +99,9 @@ def dataset(images, labels, batch):
                         augment=True, drop_remainder=True, seed=0)
 
 
-def synthetic(n, seed=0):
+def synthetic(n, seed=0, shape=(32, 32, 3)):
     rng = np.random.default_rng(seed)
-    return (rng.integers(0, 256, size=(n, 32, 32, 3), dtype=np.uint8),
+    return (rng.integers(0, 256, size=(n, *shape), dtype=np.uint8),
             rng.integers(0, 10, size=n).astype(np.int32))
 
 
@@ -102,16 +115,20 @@ def pipeline_rate(batch, steps):
     report("numpy pipeline alone (no model)", batch * len(ds) / (time.perf_counter() - t0))
 
 
-def keras_fit(label, build, precision, batch, steps, warm=3):
+def build_with(build, precision):
     keras.config.set_dtype_policy(precision)
     try:
-        model = build()
+        return build()
     finally:
         keras.config.set_dtype_policy("float32")
+
+
+def keras_fit(label, build, precision, batch, steps, warm=3, shape=(32, 32, 3), **projection):
+    model = build_with(build, precision)
     model.compile(optimizer=keras.optimizers.SGD(0.1, momentum=0.9),
                   loss="sparse_categorical_crossentropy", metrics=["accuracy"],
                   **compile_options())
-    images, labels = synthetic(batch * max(steps, warm))
+    images, labels = synthetic(batch * max(steps, warm), shape=shape)
     t0 = time.perf_counter()
     model.fit(dataset(images[:batch * warm], labels[:batch * warm], batch), epochs=1, verbose=0)
     compile_s = time.perf_counter() - t0
@@ -120,17 +137,32 @@ def keras_fit(label, build, precision, batch, steps, warm=3):
     history = model.fit(ds, epochs=1, verbose=0)
     seconds = time.perf_counter() - t0
     loss = history.history["loss"][-1]
-    report(f"{label} keras-jax {precision}", batch * len(ds) / seconds, batch=batch,
-           steps=len(ds), compile_s=round(compile_s, 1), loss=round(float(loss), 3),
-           params=model.count_params())
+    # training: forward + backward (input and weight gradients) = 3 forwards
+    report(f"{label} keras-jax {precision}", batch * len(ds) / seconds,
+           flops=6 * zoo.multiply_adds(model), batch=batch, steps=len(ds),
+           compile_s=round(compile_s, 1), loss=round(float(loss), 3),
+           params=model.count_params(), **projection)
     keras.backend.clear_session()
 
 
-def torch_fit(label, net, precision, batch, steps, pipeline, warm=5):
+def torch_device():
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def sync():
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def torch_fit(label, net, precision, batch, steps, pipeline, warm=5, flops=None):
     import torch
     import torch.nn.functional as F
 
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch_device()
     torch.backends.cudnn.benchmark = True
     net = net.to(device).to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
@@ -164,10 +196,6 @@ def torch_fit(label, net, precision, batch, steps, pipeline, warm=5):
         opt.step()
         return loss.detach()
 
-    def sync():
-        if device == "cuda":
-            torch.cuda.synchronize()
-
     net.train()
     for i, (x, y) in enumerate(batches()):
         if i == warm:
@@ -182,13 +210,121 @@ def torch_fit(label, net, precision, batch, steps, pipeline, warm=5):
     sync()
     seconds = time.perf_counter() - t0
     feed = "numpy pipeline" if pipeline else "data on device"
-    report(f"{label} pytorch {precision} ({feed})", n / seconds, batch=batch, steps=len(ds),
-           loss=round(float(loss), 3), device=device)
+    report(f"{label} pytorch {precision} ({feed})", n / seconds, flops=flops, batch=batch,
+           steps=len(ds), loss=round(float(loss), 3), device=device)
+
+
+def timed(fn, reps, warm=3):
+    for _ in range(warm):
+        fn()
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    sync()
+    return (time.perf_counter() - t0) / reps
+
+
+def measure_peaks(size):
+    """The matmul peaks of this device, measured now (TFLOP/s of a
+    size x size x size product, mean of 10 after 3 warm-ups): PyTorch bf16,
+    float32 with TF32 allowed (what cuDNN's float32 convolutions and XLA's
+    default precision use on Hopper) and strict float32."""
+    import torch
+
+    device = torch_device()
+    a = torch.randn(size, size, device=device)
+    b = torch.randn(size, size, device=device)
+    flops = 2 * size**3
+    for name, dtype, tf32 in (("bf16", torch.bfloat16, False), ("tf32", torch.float32, True),
+                              ("fp32", torch.float32, False)):
+        if name == "tf32" and device != "cuda":
+            continue
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        x, y = a.to(dtype), b.to(dtype)
+        PEAKS[name] = round(flops / timed(lambda: x @ y, 10) / 1e12, 2)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    print(f"matmul peaks {size}^3 on {device}, TFLOP/s: {PEAKS}", flush=True)
+    RESULTS.append(dict(name=f"matmul peak {size}^3 ({device}), TFLOP/s", **PEAKS))
+
+
+def keras_infer(label, model, precision, images, batch):
+    model.predict(images[:batch], batch_size=batch, verbose=0)  # compiles
+    t0 = time.perf_counter()
+    model.predict(images, batch_size=batch, verbose=0)
+    seconds = time.perf_counter() - t0
+    report(f"{label} keras-jax predict {precision} (numpy in)", len(images) / seconds,
+           flops=2 * zoo.multiply_adds(model), batch=batch)
+
+
+def torch_infer(label, net, precision, images, batch, flops):
+    import torch
+
+    device = torch_device()
+    net = net.to(device).to(memory_format=torch.channels_last).eval()
+    mixed = precision != "float32"
+    x = torch.from_numpy(images[:batch].astype("float32") / 255).to(device).permute(
+        0, 3, 1, 2).contiguous(memory_format=torch.channels_last)
+
+    def forward():
+        with torch.inference_mode(), torch.autocast(device, dtype=torch.bfloat16,
+                                                    enabled=mixed):
+            return net(x)
+
+    seconds = timed(forward, max(1, len(images) // batch))
+    report(f"{label} pytorch eager {precision} (data on device)", batch / seconds, flops=flops,
+           batch=batch)
+
+
+def infer_part(args, batch, shape):
+    """Inference, float32 and bfloat16: keras predict (the user's path) against
+    PyTorch eager, and each one's fraction of the measured peaks."""
+    import torch_reference as ref
+
+    n = 1 if args.tiny else 5
+    build = lambda: zoo.gresnet_cifar(n=n, **shape)  # noqa: E731
+    model = build_with(build, "float32")
+    macs = zoo.multiply_adds(model)
+    print(f"gresnet_cifar(n={n}): {macs:,} multiply-adds per image "
+          f"(FLOPs {2 * macs:,} inference, {6 * macs:,} training)", flush=True)
+    images, _ = synthetic(batch * (2 if args.tiny else 16))
+    keras_infer(f"gresnet_cifar(n={n})", model, "float32", images, batch)
+    bf16 = build_with(build, "mixed_bfloat16")
+    bf16.set_weights(model.get_weights())
+    keras_infer(f"gresnet_cifar(n={n})", bf16, "mixed_bfloat16", images, batch)
+    for precision in ("float32", "mixed_bfloat16"):
+        torch_infer(f"gresnet_cifar(n={n})", ref.PreactCifarNet(n, gated=True), precision,
+                    images, batch, 2 * macs)
+
+
+# The nets issue 42 asks to train on Fashion-MNIST on a lent GPU: their
+# training rate on 28x28x1 inputs, projected over preact_mnist's 40 epochs of
+# 60,000 images (the n=5 nets' recipe) and over their papers' own epochs.
+RECIPE_NETS = (
+    ("preact_resnet110", {}, 164),
+    ("preact_resnet164", {}, 164),
+    ("wide_gresnet", {"n": 4, "widen_factor": 10}, 200),
+)
+
+
+def recipes_part(args, batch):
+    shape = (28, 28, 1)
+    for builder, kwargs, paper_epochs in RECIPE_NETS:
+        if args.tiny:
+            kwargs = {"n": 1, "widen_factor": 1} if builder == "wide_gresnet" else {}
+            builder = "wide_gresnet" if builder == "wide_gresnet" else "gresnet_cifar"
+            kwargs = kwargs or {"n": 1}
+        label = f"{builder}({', '.join(f'{k}={v}' for k, v in kwargs.items())}) 28x28x1"
+        build = lambda: zoo.get_model(builder, weights=None, input_shape=shape,  # noqa: E731
+                                      classes=10, **kwargs)
+        keras_fit(label, build, "float32", batch, args.steps or (3 if args.tiny else 40),
+                  shape=shape, epoch_images=60_000, epochs=40, paper_epochs=paper_epochs)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=("cifar", "r1001"), default="cifar")
+    parser.add_argument("--part", choices=("cifar", "r1001", "infer", "recipes"),
+                        default="cifar")
     parser.add_argument("--tiny", action="store_true", help="tiny models, a CPU smoke test")
     parser.add_argument("--batch", type=int, default=None)
     parser.add_argument("--steps", type=int, default=None)
@@ -201,11 +337,13 @@ def main():
     print(f"keras {keras.__version__} on {keras.backend.backend()}, jax {jax.__version__} "
           f"{jax.devices()}, batch {batch}, {steps} steps{' (tiny)' if args.tiny else ''}",
           flush=True)
+    measure_peaks(256 if args.tiny else 8192)
     shape = dict(weights=None, input_shape=(32, 32, 3), classes=10)
     if args.part == "cifar":
         import torch_reference as ref
 
         n = 1 if args.tiny else 5
+        flops = 6 * zoo.multiply_adds(zoo.gresnet_cifar(n=n, **shape))
         pipeline_rate(batch, steps)
         for precision in ("float32", "mixed_bfloat16"):
             keras_fit(f"gresnet_cifar(n={n})", lambda: zoo.gresnet_cifar(n=n, **shape),
@@ -213,7 +351,11 @@ def main():
         for precision in ("float32", "mixed_bfloat16"):
             for pipeline in (False, True):
                 torch_fit(f"gresnet_cifar(n={n})", ref.PreactCifarNet(n, gated=True), precision,
-                          batch, steps, pipeline)
+                          batch, steps, pipeline, flops=flops)
+    elif args.part == "infer":
+        infer_part(args, args.batch or (8 if args.tiny else 1024), shape)
+    elif args.part == "recipes":
+        recipes_part(args, batch)
     else:
         if args.tiny:  # 1 bottleneck unit a stage: depth 11
             build = lambda: zoo.resnet_cifar(depth=11, block="bottleneck", **shape)  # noqa: E731

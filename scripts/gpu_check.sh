@@ -8,8 +8,11 @@
 # .whl/ into /tmp/site, imports keras_gresnet from this checkout
 # (PYTHONPATH), and runs scripts/gpu_check.py with KERAS_BACKEND=jax:
 # gresnet_cifar(n=5) on JAX float32 / mixed_bfloat16 and its PyTorch twin,
-# then preact_resnet1001 (each part under its own timeout). Results also go to
-# $OUT/gpu_check-{cifar,r1001}.json and $OUT/gpu_check.log when OUT is set.
+# inference against PyTorch eager, the nets to train next, then
+# preact_resnet1001 (each part under its own timeout, 540 s in all). Results
+# also go to $OUT/gpu_check-{cifar,infer,recipes,r1001}.json and
+# $OUT/gpu_check.log when OUT is set. The tracked tree must stay under the
+# device tool's 64 MiB: docs/benchmarks.md ("GPU check") says how.
 # CPU smoke test (a TF-free venv): JAX_PLATFORMS=cpu PYTHON=/tmp/tffree/bin/python \
 #   WHEELS=/tmp/whl311 bash scripts/gpu_check.sh --tiny
 set -uo pipefail
@@ -43,5 +46,7 @@ log=${OUT:+$OUT/gpu_check.log}
 log=${log:-/dev/null}
 rc=0
 timeout "${CIFAR_TIMEOUT:-170}" $PY scripts/gpu_check.py --part cifar "$@" 2>&1 | tee -a "$log" || rc=$?
-timeout "${R1001_TIMEOUT:-130}" $PY scripts/gpu_check.py --part r1001 "$@" 2>&1 | tee -a "$log" || rc=$?
+timeout "${INFER_TIMEOUT:-90}" $PY scripts/gpu_check.py --part infer "$@" 2>&1 | tee -a "$log" || rc=$?
+timeout "${RECIPES_TIMEOUT:-180}" $PY scripts/gpu_check.py --part recipes "$@" 2>&1 | tee -a "$log" || rc=$?
+timeout "${R1001_TIMEOUT:-100}" $PY scripts/gpu_check.py --part r1001 "$@" 2>&1 | tee -a "$log" || rc=$?
 exit $rc

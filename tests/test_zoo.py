@@ -91,6 +91,26 @@ def test_parameter_counts_are_pinned(builder, kwargs, params, millions):
         assert abs(count / (millions * 1e6) - 1) < 0.03, count
 
 
+def test_multiply_adds_equal_a_hand_count():
+    """gresnet_cifar(n=1) on 32x32x3, counted by hand from HE's CIFAR layout:
+    the 3x3 stem (3 -> 16), one unit a stage of two 3x3 convs (16 at 32x32;
+    16 -> 32 strided, then 32 -> 32 at 16x16; 32 -> 64, 64 -> 64 at 8x8;
+    zero-padding shortcuts add no conv) and the 64 -> 10 classifier."""
+    hand = (32 * 32 * 16 * (9 * 3)
+            + 2 * 32 * 32 * 16 * (9 * 16)
+            + 16 * 16 * 32 * (9 * 16) + 16 * 16 * 32 * (9 * 32)
+            + 8 * 8 * 64 * (9 * 32) + 8 * 8 * 64 * (9 * 64)
+            + 64 * 10)
+    model = zoo.gresnet_cifar(n=1, input_shape=(32, 32, 3))
+    assert zoo.multiply_adds(model) == hand == 12_239_488
+    # a nested model (a pipeline's preprocessing in front) counts its inner layers
+    inputs = keras.Input((32, 32, 3))
+    assert zoo.multiply_adds(keras.Model(inputs, model(inputs))) == hand
+    # a 28x28 input scales every conv by the pixels it computes (28/32)^2
+    small = zoo.gresnet_cifar(n=1, input_shape=(28, 28, 3))
+    assert zoo.multiply_adds(small) == (hand - 640) * 28 * 28 // (32 * 32) + 640
+
+
 def test_listed_conv_entries_state_the_count_the_builders_build():
     """The registry's not-yet-trained CIFAR entries give the count of the
     net their builder builds today (the ImageNet and 1001-layer ones are

@@ -36,7 +36,7 @@ from keras_gresnet.zoo.resolver import (
 )
 from keras_gresnet.zoo.builders import get_model, list_models, model_builder, register_model
 from keras_gresnet.zoo.resnets import resnet
-from keras_gresnet.zoo.summary import summarize
+from keras_gresnet.zoo.summary import multiply_adds, summarize
 
 # Every registered builder by its name (zoo.gresnet_cifar): the modules above
 # registered them as they were imported; a new one needs no line here.
@@ -60,6 +60,7 @@ __all__ = [
     "resnet",
     "save_preset",
     "stage_layers",
+    "multiply_adds",
     "summarize",
     "transfer_weights",
     "upload_preset",
