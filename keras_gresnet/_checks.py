@@ -6,6 +6,7 @@ arguments, and ``{argument}={value!r}: expected ...`` (:func:`fail`) for the
 fields of a record such as a training recipe.
 """
 
+import difflib
 import math
 import numbers
 import os
@@ -16,6 +17,16 @@ PREPROCESSINGS = ("scale", "mean", "meanstd")
 # Counts (epochs, steps, batch size) far past any run, but within what
 # TensorFlow's int64 step counters and tf.data ranges take.
 MAX_COUNT = 2**31 - 1
+
+
+def did_you_mean(value, choices, spell=str):
+    """``" (did you mean X or Y?)"`` for the choices close to ``value`` (a
+    typo), else ``""``; ``spell`` writes a choice as the user types it."""
+    if not isinstance(value, str):
+        return ""
+    close = difflib.get_close_matches(value, list(choices), n=2, cutoff=0.6)
+    close += [c for c in choices if value in c and c not in close][:3 - len(close)]
+    return f" (did you mean {' or '.join(spell(c) for c in close)}?)" if close else ""
 
 
 def is_real(value):

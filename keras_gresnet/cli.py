@@ -22,6 +22,7 @@ import contextlib
 import dataclasses
 import errno
 import importlib.util
+import inspect
 import json
 import math
 import os
@@ -178,6 +179,8 @@ def train_command(config):
     options = RunOptions.command_words(config)
     words = ["keras-gresnet", "train", config["model"]]
     for key, value in config["model_kwargs"].items():
+        if isinstance(value, (list, tuple)):  # --input-shape 32,32,3
+            value = ",".join(map(str, value))
         words += [f"--{key.replace('_', '-')}", str(value)]
     words += options.pop("dataset")
     if recipe["name"] != training.default_recipe(config["model"], config["dataset"]):
@@ -191,6 +194,41 @@ def train_command(config):
     for option_words in options.values():
         words += option_words
     return " ".join(words + ["--epochs", str(recipe["epochs"])] + seed)
+
+
+def precheck_train(args, extra):
+    """What a train command can be refused for before Keras (and TensorFlow)
+    is imported, in a fraction of a second: an unknown model (did you mean),
+    an option that is neither a recipe field nor the builder's argument (did
+    you mean), and a picture folder given as --data-dir without --dataset
+    folder (which would be read as the model's own dataset)."""
+    from keras_gresnet import _catalog
+    from keras_gresnet._checks import did_you_mean
+
+    # the package's models, and those a program registered before calling main()
+    zoo = sys.modules.get("keras_gresnet.zoo")
+    models = {*_catalog.MODELS, *(zoo.list_models() if zoo is not None else ())}
+    if args.model not in models:
+        raise ValueError(f"unknown model {args.model!r}"
+                         f"{did_you_mean(args.model, models)}; `keras-gresnet list` shows "
+                         f"the {len(models)} models")
+    arguments = _catalog.MODEL_ARGUMENTS.get(args.model) or tuple(
+        inspect.signature(zoo.model_builder(args.model)).parameters)
+    known = {*_catalog.RECIPE_FIELDS, *arguments, "lr"}
+    for key in parse_extra(extra):
+        if key not in known:
+            flag = f"--{key.replace('_', '-')}"
+            flags = [*args.flags, *(f"--{k.replace('_', '-')}" for k in sorted(known))]
+            raise ValueError(f"{flag} is not an option of train {args.model}"
+                             f"{did_you_mean(flag, flags)}; options: the run's (--help), the "
+                             f"recipe's fields (--help lists them) and the builder's arguments")
+    if args.dataset is None and args.data_dir is not None:
+        from keras_gresnet.data.folders import looks_like_picture_folder
+
+        if looks_like_picture_folder(args.data_dir):
+            raise ValueError(f"--data-dir {args.data_dir} holds class folders of pictures; add "
+                             f"--dataset folder to train on them (without it, --data-dir is "
+                             f"where {args.model}'s own dataset's files are)")
 
 
 def cmd_train(args, extra):
@@ -321,6 +359,21 @@ def cmd_prune(args, extra):
     print(f"saved {out}")
 
 
+def precheck_predict(args, extra):
+    """``(paths, problems)`` of a predict command's pictures, checked before
+    any backend is imported: nothing to predict is one line."""
+    from keras_gresnet.data.folders import picture_paths
+
+    if extra:
+        raise ValueError(f"unexpected arguments {extra}")
+    if args.top < 1:
+        raise ValueError(f"--top {args.top}: expected an integer >= 1")
+    paths, problems = picture_paths(args.images)
+    if not paths:
+        raise ValueError(problems[0])
+    return paths, problems
+
+
 def cmd_predict(args, extra):
     """The top classes of each picture, with probabilities, from a model
     (anything :func:`keras_gresnet.zoo.resolve` takes): the raw pictures
@@ -330,27 +383,34 @@ def cmd_predict(args, extra):
 
     from keras_gresnet import predictions, zoo
 
-    if extra:
-        raise ValueError(f"unexpected arguments {extra}")
-    if args.top < 1:
-        raise ValueError(f"--top {args.top}: expected an integer >= 1")
-    missing = [p for p in args.images if not os.path.isfile(p)]
-    if missing:
-        raise ValueError(f"{missing[0]}: no such picture file")
+    paths, problems = precheck_predict(args, extra)
     resolved = zoo.resolve(args.model)
     model = resolved.model
-    x = resolved.preprocess(predictions.read_pictures(
-        args.images, predictions.model_input_shape(model)))
+    shape = predictions.model_input_shape(model)
+    read = []
+    for path in paths:  # a bad picture is reported, the others predicted
+        try:
+            read.append((path, predictions.read_pictures([path], shape)[0]))
+        except ValueError as error:
+            problems.append(" ".join(str(error).split()))
+    for problem in problems:
+        print(f"keras-gresnet predict: skipped {problem}", file=sys.stderr)
+    if not read:
+        return 2
+    x = resolved.preprocess(np.stack([picture for _, picture in read]))
     if len(model.input_shape) == 2:  # a flat input (GR's MLPs take 784 pixels)
         x = x.reshape(len(x), -1)
     probabilities = np.asarray(model.predict(x, verbose=0))
     names = resolved.class_names or [str(i) for i in range(probabilities.shape[1])]
     top = min(args.top, probabilities.shape[1])
-    for path, row in zip(args.images, predictions.decode_predictions(probabilities, names, top)):
-        print(f"{path}: " + ", ".join(f"{name} {100 * p:.1f}%" for name, p in row))
+    rows = predictions.decode_predictions(probabilities, names, top)
+    for (path, _), row in zip(read, rows):
+        print(f"{predictions.printable(path)}: "
+              + ", ".join(f"{name} {100 * p:.1f}%" for name, p in row))
     if resolved.preprocessing is None and not resolved.takes_raw_pixels:
         print("note: the source records no preprocessing; pixels were scaled to [0, 1]",
               file=sys.stderr)
+    return 1 if problems else 0
 
 
 def cmd_export(args, extra):
@@ -469,7 +529,7 @@ def build_parser():
         epilog=_recipe_fields_help(_catalog.RECIPE_FIELDS),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("model")
+    p.add_argument("model", help="a zoo model's name (`keras-gresnet list` shows them)")
     from keras_gresnet._options import RunOptions
     from keras_gresnet.data.datasets import DATASETS
 
@@ -484,7 +544,8 @@ def build_parser():
     p.add_argument("--tensorboard", action="store_true",
                    help="also write TensorBoard logs (loss, accuracy, test metrics, g(k) of "
                    "every gate) into RUN/tensorboard (needs tensorflow and tensorboard)")
-    p.set_defaults(func=cmd_train)
+    p.set_defaults(func=cmd_train, precheck=precheck_train,
+                   flags=tuple(f for f in p._option_string_actions if f.startswith("--")))
 
     p = sub.add_parser("evaluate", help="test error of a model on raw pictures of its test set")
     p.add_argument("path", metavar="model", help=_SOURCE_HELP)
@@ -517,9 +578,12 @@ def build_parser():
 
     p = sub.add_parser("predict", help="the top classes of pictures, with probabilities")
     p.add_argument("model", help=_SOURCE_HELP)
-    p.add_argument("images", nargs="+", help="picture files (PNG, JPEG, ...)")
+    p.add_argument("images", nargs="+",
+                   help="picture files (PNG, JPEG, ...), folders of them, or globs "
+                        "('shots/*.jpg'); a picture that cannot be read is reported, the "
+                        "others predicted, and the exit code is 1")
     p.add_argument("--top", type=int, default=5, help="classes shown per picture (default 5)")
-    p.set_defaults(func=cmd_predict)
+    p.set_defaults(func=cmd_predict, precheck=precheck_predict)
 
     p = sub.add_parser("export", help="export for inference: SavedModel, ONNX or LiteRT")
     p.add_argument("model", help=_SOURCE_HELP)
@@ -633,6 +697,14 @@ def main(argv=None):
     if extra and args.command == "list":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     debug = args.debug
+    precheck = getattr(args, "precheck", None)
+    if precheck is not None and not debug:  # before any backend is imported
+        try:
+            precheck(args, extra)
+        except ValueError as error:
+            print(f"keras-gresnet {args.command}: error: {' '.join(str(error).split())}",
+                  file=sys.stderr)
+            return 2
     if args.command in _NEEDS_KERAS or getattr(args, "build", False):
         missing = _missing_backend()
         if missing:
@@ -640,7 +712,7 @@ def main(argv=None):
             return 2
         _import_tensorflow_quietly()
     try:
-        args.func(args, extra)
+        code = args.func(args, extra)
     except BrokenPipeError:  # `keras-gresnet weights list | head`: the reader left
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # Python's flush at exit finds no pipe
@@ -685,7 +757,7 @@ def main(argv=None):
             sys.stderr.flush()
             os._exit(codes["WorkerLost"])
         return codes[type(error).__name__]
-    return 0
+    return code or 0
 
 
 def _environment_error(command, error):

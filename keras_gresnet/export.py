@@ -12,6 +12,7 @@ into place: it is complete or absent, and an existing ``out`` is refused.
 """
 
 import contextlib
+import errno
 import importlib.util
 import os
 import re
@@ -189,9 +190,29 @@ def export(model, out, format="tf_saved_model", *, include_preprocessing=True, *
             _write_contract(artefact, format, contract)
             sigterm.check()  # a SIGTERM whose exception a callback swallowed: keep nothing
             _move_into_place(artefact, out)
+        except Exception as error:
+            disk = _disk_error(error, tmp, out)
+            if disk is None:
+                raise
+            raise disk from None
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def _disk_error(error, tmp, out):
+    """The ``OSError`` naming ``out`` that a full disk (or a file-size limit)
+    met while the artefact was written in ``tmp`` should be, or None for any
+    other error: the converters report it without the file (ONNX, LiteRT) or
+    as TensorFlow's ``ResourceExhaustedError`` (a SavedModel's variables)."""
+    codes = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+    if isinstance(error, OSError) and error.errno in codes:
+        inside = error.filename is None or str(error.filename).startswith(str(tmp))
+        return OSError(error.errno, error.strerror, str(out)) if inside else None
+    if type(error).__name__ == "ResourceExhaustedError" and \
+            "No space left on device" in str(error) and str(tmp) in str(error):
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(out))
+    return None
 
 
 def artefact_contract(resolved, model):

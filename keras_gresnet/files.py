@@ -25,9 +25,23 @@ def atomic_path(path):
     try:
         yield tmp
         os.replace(tmp, path)
+    except OSError as error:
+        if error.filename is not None or error.errno is None:
+            raise
+        # a write's error (a full disk: ENOSPC, a size limit: EFBIG) names no
+        # file; the caller's one line names the one being written
+        error.filename = str(path)
+        raise
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def write_bytes(path, data):
+    """``data`` into ``path`` atomically, with plain Python I/O (a full disk
+    is an ``OSError`` naming ``path``, the temporary removed)."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        f.write(data)
 
 
 def write_text(path, text):
@@ -45,13 +59,42 @@ def _no_constant(name):
     raise json.JSONDecodeError(f"{name} is not a number this package writes", name, 0)
 
 
-def read_json(path, kind=dict):
+# The largest JSON or CSV file of a run, preset or card this package reads
+# (its own are kilobytes: a history of 10,000 epochs is about 2 MB).
+MAX_TEXT_BYTES = 64 * 2**20
+
+
+def read_bounded(path, max_bytes=MAX_TEXT_BYTES):
+    """The bytes of the regular file ``path``, refused in one ``ValueError``
+    naming it before it is read when it is larger than ``max_bytes`` (or
+    grows past it while read), or is not a regular file (a named pipe would
+    block, a device never end)."""
+    import stat
+
+    try:
+        info = os.stat(path)
+    except OSError as error:
+        raise ValueError(f"{path}: cannot read it ({error.strerror or error})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise ValueError(f"{path} is not a regular file (a folder, a named pipe or a device)")
+    if info.st_size > max_bytes:
+        raise ValueError(f"{path} holds {info.st_size:,} bytes, more than the {max_bytes:,} "
+                         f"such a file may hold; not read")
+    with open(path, "rb") as f:
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ValueError(f"{path} grew past {max_bytes:,} bytes while it was read; not read")
+    return data
+
+
+def read_json(path, kind=dict, max_bytes=MAX_TEXT_BYTES):
     """The JSON file ``path`` (one this package wrote, or a user's: read as
     data, nothing in it runs), which must hold a ``kind``; ``ValueError``
-    naming the file otherwise (unreadable, bad UTF-8, not JSON, NaN, too
-    deep, another type)."""
+    naming the file otherwise (unreadable, larger than ``max_bytes``, not a
+    regular file, bad UTF-8, not JSON, NaN, too deep, another type)."""
+    text = read_bounded(path, max_bytes)
     try:
-        value = json.loads(Path(path).read_text(encoding="utf-8"), parse_constant=_no_constant)
+        value = json.loads(text.decode("utf-8"), parse_constant=_no_constant)
     except (OSError, ValueError, RecursionError) as error:  # ValueError: bad UTF-8, bad JSON
         first = " ".join(((str(error).splitlines() or [""])[0] or type(error).__name__).split())
         raise ValueError(f"{path}: not a readable JSON file ({first[:200]})") from None

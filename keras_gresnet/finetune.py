@@ -222,7 +222,7 @@ def _folder_data(path, model, classes):
     from keras_gresnet.data.folders import read_image_folder
 
     # a flat input (an MLP's 784 pixels) is a square grey picture there
-    folder = read_image_folder(path, image_shape=tuple(model.input_shape[1:]))
+    folder = read_image_folder(path, image_shape=tuple(model.input_shape[1:]), verbose=True)
     found = len(folder["class_names"])
     if found != classes:
         raise ValueError(f"classes={classes}, but the picture folder {str(path)!r} has "
@@ -232,13 +232,16 @@ def _folder_data(path, model, classes):
 
 
 def _fit_data(data, argument, classes, model=None):
-    """``data`` as ``model.fit`` takes it: a ``tf.data.Dataset`` or
-    ``keras.utils.PyDataset`` of ``(x, y)`` batches, or an ``(x, y)`` pair of
-    arrays whose integer labels are checked to lie in ``[0, classes)``
-    (one-hot labels become integers), whose shape is checked against
-    ``model``'s input (pixels are left as they are: see :func:`finetune`)."""
-    if _is_batches(data):
+    """``data`` as ``model.fit`` takes it: a ``keras.utils.PyDataset`` as it
+    is, a ``tf.data.Dataset`` of ``(x, y)`` batches (:func:`_dataset_batches`),
+    or an ``(x, y)`` pair of arrays whose integer labels are checked to lie
+    in ``[0, classes)`` (one-hot labels become integers), whose shape is
+    checked against ``model``'s input (pixels are left as they are: see
+    :func:`finetune`)."""
+    if isinstance(data, keras.utils.PyDataset):
         return data
+    if _is_batches(data):
+        return _dataset_batches(data, argument, classes, model)
     if not isinstance(data, (tuple, list)) or len(data) != 2:
         raise ValueError(
             f"{argument} must be a folder of pictures, a tf.data.Dataset or "
@@ -271,10 +274,11 @@ def _fit_data(data, argument, classes, model=None):
     return x, labels
 
 
-def _model_pixels(x, argument, model):
+def _model_pixels(x, argument, model, remedy="convert them, or pass a picture folder "
+                                               "(converted for you)"):
     """``x`` checked against ``model``'s input (one line naming both for the
     commonest mistakes: RGB into a grey net and back, flat against image
-    batches) and reshaped to it."""
+    batches, ending with ``remedy``) and reshaped to it."""
     want = tuple(model.input_shape[1:])
     have = tuple(x.shape[1:])
     if have != want:
@@ -284,13 +288,85 @@ def _model_pixels(x, argument, model):
         elif len(want) == 3 and len(have) == 3 and have[:2] == want[:2]:
             raise ValueError(
                 f"{argument}: images have {have[2]} channel(s), the model takes {want[2]} "
-                f"({'grey' if want[2] == 1 else 'RGB'}, input {want}); convert them, or pass "
-                f"a picture folder (converted for you)")
+                f"({'grey' if want[2] == 1 else 'RGB'}, input {want}); {remedy}")
         elif len(want) == 3 and len(have) == 1 and have[0] == int(np.prod(want)):
             x = x.reshape(len(x), *want)
         else:
             raise ValueError(f"{argument}: examples of shape {have}, the model takes {want}")
     return x
+
+
+def dataset_class_names(data):
+    """The ``class_names`` a dataset carries (``image_dataset_from_directory``
+    sets them), as a list of strings, or ``None``."""
+    names = getattr(data, "class_names", None)
+    if names is None or isinstance(names, str) or not all(isinstance(n, str) for n in names):
+        return None
+    return list(names)
+
+
+def _dataset_batches(data, argument, classes, model):
+    """The ``tf.data.Dataset`` ``data`` of ``(x, y)`` (or ``(x, y, weights)``)
+    batches, checked before any training against ``model``'s input and
+    ``classes`` from its ``element_spec`` and first batch (the arrays'
+    rules, in one line each), with integer labels: one-hot rows
+    (``label_mode="categorical"``) become their class, 0/1 floats
+    (``"binary"``) and integers a vector of int32. A dataset's
+    ``class_names`` must number ``classes``."""
+    import tensorflow as tf
+
+    spec = data.element_spec
+    if not isinstance(spec, tuple) or len(spec) not in (2, 3) or not all(
+            isinstance(s, tf.TensorSpec) for s in spec[:2]):
+        raise ValueError(
+            f"{argument}: a dataset of {_spec_words(spec)}, not of (x, y) batches (a dataset "
+            f"without labels, e.g. image_dataset_from_directory(label_mode=None)?); give "
+            f"labelled batches: label_mode 'int', 'categorical' or 'binary'")
+    names = dataset_class_names(data)
+    if names is not None and len(names) != classes:
+        raise ValueError(f"classes={classes}, but {argument} has {len(names)} classes "
+                         f"({', '.join(names[:10])}); pass classes={len(names)}")
+    want = tuple(model.input_shape[1:])
+    if spec[0].shape.rank == len(want) and spec[1].shape.rank == 0:  # one example each
+        raise ValueError(f"{argument}: a dataset of single examples {spec[0].shape}, not of "
+                         f"batches; batch it, e.g. {argument}.batch(32)")
+    first = list(data.take(1))
+    if not first:
+        raise ValueError(f"{argument}: the dataset holds no batch: give at least one example")
+    x, y = (np.asarray(t) for t in first[0][:2])
+    remedy = ("load them with image_dataset_from_directory(color_mode="
+              f"{'grayscale' if want[-1] == 1 else 'rgb'!r}) or convert them")
+    reshape = _model_pixels(x, argument, model, remedy).shape[1:] != x.shape[1:]
+    one_hot = y.ndim == 2 and y.shape[1] != 1
+    if one_hot and y.shape[1] != classes:
+        raise ValueError(f"{argument}: one-hot labels with {y.shape[1]} columns, but "
+                         f"classes={classes}")
+    if one_hot and not (np.all((y == 0) | (y == 1)) and np.all(y.sum(axis=1) == 1)):
+        raise ValueError(f"{argument}: labels of shape {y.shape} are not one-hot rows (one 1 "
+                         f"per row); give one-hot rows or integer labels")
+    labels = y.argmax(axis=1) if one_hot else y.reshape(len(y)) if y.ndim == 2 else y
+    if y.ndim > 2 or labels.ndim != 1 or not len(labels) or not np.all(
+            (labels == np.round(labels)) & (labels >= 0) & (labels < classes)):
+        raise ValueError(
+            f"{argument}: labels must be integers in [0, classes={classes}) or one-hot rows "
+            f"of {classes}, got {y.dtype} of shape {y.shape}"
+            + (f" in [{labels.min()}, {labels.max()}]" if y.size and y.ndim <= 2 else ""))
+
+    def integer_labels(x, y, *weights):
+        y = tf.argmax(y, axis=-1, output_type=tf.int32) if one_hot else \
+            tf.reshape(tf.cast(y, tf.int32), [-1])
+        return (tf.reshape(x, (-1, *want)) if reshape else x, y, *weights)
+
+    return data.map(integer_labels)
+
+
+def _spec_words(spec):
+    """A dataset's ``element_spec`` in words: ``TensorSpec(shape=(None, 28,
+    28, 1), dtype=tf.float32)`` as ``float32 (None, 28, 28, 1)``."""
+    import tensorflow as tf
+
+    return ", ".join(f"{s.dtype.name} {tuple(s.shape)}" if isinstance(s, tf.TensorSpec)
+                     else type(s).__name__ for s in tf.nest.flatten(spec))
 
 
 def _cosine(lr, epochs):
@@ -351,9 +427,12 @@ def finetune(
             per class, :mod:`keras_gresnet.data.folders`: fitted to the
             model's input, its test split the validation data unless
             ``validation_data`` is given), a ``tf.data.Dataset`` of ``(x, y)``
-            batches, preprocessed as in pretraining, or an ``(x, y)`` pair of
-            arrays (batched by ``batch_size``); labels in ``[0, classes)``, or
-            one-hot. Raw 0-255 pixels (a folder, uint8 arrays, or floats
+            batches (``keras.utils.image_dataset_from_directory``'s, any
+            ``label_mode`` but ``None``; its ``class_names`` are kept, as a
+            folder's; checked like arrays on its first batch), or an
+            ``(x, y)`` pair of arrays (batched by ``batch_size``); labels in
+            ``[0, classes)``, one-hot, or 0/1 (``label_mode="binary"``).
+            Raw 0-255 pixels (a folder, uint8 arrays, or floats
             above 16: ``image_dataset_from_directory``'s batches) get the
             preprocessing of ``model``'s source (its run, preset, weights
             entry or card: :func:`source_info`; pixels / 255 where none is
@@ -409,7 +488,7 @@ def finetune(
         ``(model, history)``: the fine-tuned copy (left as phase 2 trains it:
         body trainable, BatchNormalization frozen; a
         :class:`~keras_gresnet.layers.ZooModel` whose card names the source,
-        the preprocessing and a folder's class names, so that
+        the preprocessing and a folder's or dataset's class names, so that
         :func:`keras_gresnet.decode_predictions` and
         :func:`keras_gresnet.zoo.save_preset` need nothing more) and ``{"head": ..., "full":
         ...}``, each phase's ``History.history`` (``{}`` for a skipped phase;
@@ -428,13 +507,18 @@ def finetune(
     resolved = zoo.resolve(model)
     source = resolved.model
     full_lr = default_full_lr(source) if full_lr is None else full_lr
-    class_names = None
+    class_names = dataset_class_names(train_data) if _is_batches(train_data) else None
     if isinstance(train_data, (str, os.PathLike)):
         train_data, folder_test, class_names = _folder_data(train_data, source, classes)
         if validation_data is None:
             validation_data = folder_test
     if isinstance(validation_data, (str, os.PathLike)):
         validation_data = _folder_data(validation_data, source, classes)[1]
+    validation_names = dataset_class_names(validation_data) \
+        if _is_batches(validation_data) else None
+    if None not in (class_names, validation_names) and validation_names != class_names:
+        raise ValueError(f"validation_data's class_names {validation_names} are not "
+                         f"train_data's {class_names}: give both the same classes")
     train_data = _fit_data(train_data, "train_data", classes, source)
     raw = _is_raw(train_data)
     if validation_data is not None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from keras_gresnet.data.folders import _fitted, _open
+from keras_gresnet.data.folders import _decoded, _header, picture_paths, printable  # noqa: F401
 from keras_gresnet.finetune import source_info
 
 
@@ -20,7 +20,8 @@ def decode_predictions(preds, source, top=5):
     of ``source``: the model itself, a weights name, run or preset folder,
     or a list of names). A zoo model carries its class names in its card:
     built with weights, loaded from a preset, a run or a ``.keras`` file
-    saved by this package, or fine-tuned on a picture folder."""
+    saved by this package, or fine-tuned on a picture folder or a dataset with
+    ``class_names``."""
     preds = np.asarray(preds)
     if preds.ndim != 2:
         raise ValueError(f"preds must be (batch, classes) probabilities, got shape "
@@ -55,4 +56,9 @@ def read_pictures(paths, image_shape):
     ``image_shape`` (:mod:`keras_gresnet.data.folders`' rules); a model
     takes them through :func:`keras_gresnet.zoo.preprocess_input`."""
     height, width, channels = image_shape
-    return np.stack([_fitted(_open(Path(p)), height, width, channels) for p in paths])
+    pictures = []
+    for path in map(Path, paths):
+        _header(path)  # refuses a picture too large to decode before decoding it
+        pictures.append(_decoded(path, height, width, channels))
+    return np.stack(pictures)
+

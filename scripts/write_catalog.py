@@ -11,6 +11,7 @@ training recipes, never kept by hand.
 
 import argparse
 import dataclasses
+import inspect
 import pprint
 import re
 import sys
@@ -79,10 +80,16 @@ def catalog_text():
         if field.name not in docs:
             raise SystemExit(f"Recipe.{field.name} has no line in Recipe's Attributes: section")
         fields[field.name] = docs[field.name]
+    arguments = {name: tuple(inspect.signature(zoo.model_builder(name)).parameters)
+                 for name in zoo.list_models()}
     width = dict(width=96, sort_dicts=False)
     return "\n".join([
         HEADER,
         f"MODELS = {pprint.pformat(models, **width)}",
+        "",
+        "# Each builder's arguments (train checks --NAME options against them and the",
+        "# recipe fields before Keras is imported).",
+        f"MODEL_ARGUMENTS = {pprint.pformat(arguments, **width, compact=True)}",
         "",
         f"RECIPES = {pprint.pformat(tuple(training.RECIPES), **width)}",
         "",

@@ -136,3 +136,32 @@ def test_list_build_prints_every_paper_configuration(capsys):
                                             ("depth=20", "10"), ("depth=50", "25"),
                                             ("depth=100", "50")]
     assert all(r[0] == "gresnet_mlp" and r[4].endswith("M") for r in rows)
+
+
+@pytest.mark.parametrize("words,message", [
+    (["gresnet_cifar", "--epoch", "3"],
+     "--epoch is not an option of train gresnet_cifar (did you mean --epochs"),
+    (["gresnet_cifr"], "unknown model 'gresnet_cifr' (did you mean gresnet_cifar"),
+    (["gresnet_cifar", "--n", "1", "--bogus", "2"], "--bogus is not an option of train"),
+    (["gresnet_cifar", "--data-dir", "{pets}"], "holds class folders of pictures; add "
+                                                "--dataset folder"),
+])
+def test_train_refuses_typos_before_keras_is_imported(tmp_path, words, message):
+    """One line, exit 2, and neither Keras nor TensorFlow imported (the
+    check takes a fraction of the seconds their import takes)."""
+    import subprocess
+
+    from PIL import Image
+
+    for name in ("cat", "dog"):
+        (tmp_path / "pets" / name).mkdir(parents=True)
+        Image.new("L", (4, 4)).save(tmp_path / "pets" / name / "0.png")
+    words = [w.replace("{pets}", str(tmp_path / "pets")) for w in words]
+    code = ("import sys; from keras_gresnet import cli; code = cli.main(['train', *sys.argv[1:]]);"
+            " print('keras' in sys.modules, 'tensorflow' in sys.modules); sys.exit(code)")
+    done = subprocess.run([sys.executable, "-c", code, *words], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout.split() == ["False", "False"]
+    assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "runs").exists()

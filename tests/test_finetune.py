@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from helpers import seed_everything
+import keras_gresnet
 from keras_gresnet import data, finetune, training, zoo
 
 SHOTS = 20
@@ -286,3 +287,102 @@ def test_bad_arguments_raise_value_error(task, argument, overrides):
     kwargs = {**dict(model=task.model, train_data=(task.x, task.y), classes=5), **overrides(task)}
     with pytest.raises(ValueError, match=rf"\b{argument}\b"):
         finetune.finetune(kwargs.pop("model"), kwargs.pop("train_data"), **kwargs)
+
+
+# --------------------------------------------------------------------------
+# Keras' own datasets: image_dataset_from_directory in every label_mode.
+
+FOLDER_CLASSES = ["boot", "shirt"]
+
+
+@pytest.fixture
+def picture_folder(tmp_path):
+    """2 classes of 4 grey 28x28 PNGs each: dark boots, bright shirts."""
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for c, name in enumerate(FOLDER_CLASSES):
+        (tmp_path / name).mkdir()
+        for i in range(4):
+            pixels = rng.integers(0, 100, (28, 28)) + 150 * c
+            Image.fromarray(pixels.astype("uint8"), mode="L").save(tmp_path / name / f"{i}.png")
+    return tmp_path
+
+
+def folder_dataset(folder, **kwargs):
+    """``image_dataset_from_directory``'s batches of ``folder``, in order."""
+    settings = dict(label_mode="categorical", color_mode="grayscale", image_size=(28, 28),
+                    batch_size=4, shuffle=False)
+    return keras.utils.image_dataset_from_directory(folder, **{**settings, **kwargs})
+
+
+def grey_net():
+    return zoo.gresnet_mlp(depth=2, input_shape=(28, 28, 1), classes=5)
+
+
+def test_finetune_keeps_image_dataset_class_names(picture_folder):
+    keras.utils.set_random_seed(0)
+    train = folder_dataset(picture_folder, shuffle=True, seed=0)
+    model, history = finetune.finetune(grey_net(), train, classes=2, head_epochs=1,
+                                       full_epochs=1, verbose=0)
+    assert len(history["head"]["loss"]) == len(history["full"]["loss"]) == 1
+    assert model.card["class_names"] == FOLDER_CLASSES
+    images = np.concatenate([x for x, _ in folder_dataset(picture_folder)])
+    decoded = keras_gresnet.decode_predictions(model.predict(images, verbose=0), model, top=2)
+    assert len(decoded) == 8
+    assert all(sorted(name for name, _ in row) == FOLDER_CLASSES for row in decoded)
+
+
+@pytest.mark.parametrize("label_mode", ["int", "categorical", "binary"])
+def test_image_dataset_labels_become_the_folder_classes(picture_folder, label_mode):
+    # Every label_mode gives the integer classes of the folder's files
+    # (boots 0, shirts 1: the dataset is in file order).
+    fitted = finetune._fit_data(folder_dataset(picture_folder, label_mode=label_mode),
+                                "train_data", 2, grey_net())
+    batches = list(fitted)
+    labels = np.concatenate([np.asarray(y) for _, y in batches])
+    assert labels.dtype == np.int32
+    np.testing.assert_array_equal(labels, [0] * 4 + [1] * 4)
+    assert all(tuple(x.shape[1:]) == (28, 28, 1) for x, _ in batches)
+
+
+DATASET_REFUSALS = [  # (the dataset's arguments, classes, a pattern of the one-line error)
+    (dict(color_mode="rgb"), 2,
+     r"train_data: images have 3 channel\(s\), the model takes 1 .*color_mode='grayscale'"),
+    (dict(image_size=(32, 32)), 2, r"examples of shape \(32, 32, 1\), the model takes \(28, 28"),
+    (dict(), 3, r"classes=3, but train_data has 2 classes \(boot, shirt\); pass classes=2"),
+    (dict(label_mode="int"), 4, r"classes=4, but train_data has 2 classes"),
+    (dict(label_mode="binary"), 3, r"classes=3, but train_data has 2 classes"),
+    (dict(label_mode=None), 2, r"train_data: a dataset of float32 \(None, 28, 28, 1\), not "
+                               r"of \(x, y\) batches .*label_mode=None"),
+]
+
+
+@pytest.mark.parametrize("dataset_kwargs, classes, message", DATASET_REFUSALS,
+                         ids=["rgb", "size", "categorical", "int", "binary", "no_labels"])
+def test_image_dataset_refused_in_one_line_before_training(picture_folder, monkeypatch,
+                                                           dataset_kwargs, classes, message):
+    monkeypatch.setattr(keras.Model, "fit", lambda *a, **k: pytest.fail("trained"))
+    with pytest.raises(ValueError, match=message) as error:
+        finetune.finetune(grey_net(), folder_dataset(picture_folder, **dataset_kwargs),
+                          classes=classes, verbose=0)
+    assert "\n" not in str(error.value)
+
+
+def test_dataset_without_class_names_checked_on_its_first_batch(picture_folder, monkeypatch):
+    monkeypatch.setattr(keras.Model, "fit", lambda *a, **k: pytest.fail("trained"))
+    # a map drops class_names: the one-hot width and the labels still tell
+    one_hot = folder_dataset(picture_folder).map(lambda x, y: (x, y))
+    with pytest.raises(ValueError, match=r"one-hot labels with 2 columns, but classes=3"):
+        finetune.finetune(grey_net(), one_hot, classes=3, verbose=0)
+    integers = folder_dataset(picture_folder, label_mode="int").map(lambda x, y: (x, y + 2))
+    with pytest.raises(ValueError, match=r"labels must be integers in \[0, classes=2\)"):
+        finetune.finetune(grey_net(), integers, classes=2, verbose=0)
+    unbatched = folder_dataset(picture_folder).unbatch().map(lambda x, y: (x, 0))
+    with pytest.raises(ValueError, match=r"single examples .* batch it, e.g. train_data.batch"):
+        finetune.finetune(grey_net(), unbatched, classes=2, verbose=0)
+    other = folder_dataset(picture_folder)
+    other.class_names = ["shirt", "boot"]
+    with pytest.raises(ValueError, match=r"validation_data's class_names \['shirt', 'boot'\]"):
+        finetune.finetune(grey_net(), folder_dataset(picture_folder), classes=2,
+                          validation_data=other, verbose=0)

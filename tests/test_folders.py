@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 
 import keras_gresnet
-from keras_gresnet import data, finetune, predictions, zoo
+from keras_gresnet import cli, data, finetune, predictions, zoo
 from keras_gresnet.layers import PixelNormalization
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,9 +96,11 @@ def test_train_and_test_subfolders_are_the_split(tmp_path):
 
 
 def five_cats(root):
-    (root / "cat").mkdir()
-    for i in range(5):
-        picture(root / "cat" / f"{i}.png")
+    """cat/ with 5 pictures, beside bird/ with 5 (a classifier needs 2 classes)."""
+    for name in ("bird", "cat"):
+        (root / name).mkdir()
+        for i in range(5):
+            picture(root / name / f"{i}.png")
     return root / "cat"
 
 
@@ -259,11 +261,16 @@ def test_folder_to_train_to_predict(pets, tmp_path):
     train = subprocess.run(
         [sys.executable, "-m", "keras_gresnet.cli", "train", "gresnet_cifar", "--n", "1",
          "--dataset", "folder", "--data-dir", str(pets), "--epochs", "2", "--batch-size", "4",
-         "--out", str(run)], capture_output=True, text=True, env=env, timeout=600)
+         "--input-shape", "4,4,3", "--out", str(run)],
+        capture_output=True, text=True, env=env, timeout=600)
     assert train.returncode == 0, train.stderr[-2000:]
+    assert ("Found 10 training and 2 test pictures in 2 classes (cat, dog), brought to 4x4x3"
+            in train.stdout)
     config = json.loads((run / "config.json").read_text())
     assert config["data"]["class_names"] == ["cat", "dog"]
+    assert config["data"]["image_shape"] == config["model_kwargs"]["input_shape"] == [4, 4, 3]
     assert "--data-dir" in config["command"]
+    assert "--input-shape 4,4,3" in cli.train_command(config)
     shown = subprocess.run(
         [sys.executable, "-m", "keras_gresnet.cli", "predict", str(run),
          str(pets / "cat" / "0.png"), str(pets / "dog" / "1.png"), "--top", "2"],
@@ -278,6 +285,19 @@ def test_folder_to_train_to_predict(pets, tmp_path):
         [sys.executable, "-m", "keras_gresnet.cli", "predict", str(run), "nope.png"],
         capture_output=True, text=True, env=env, timeout=600)
     assert missing.returncode == 2 and "nope.png: no such picture file" in missing.stderr
+    # a folder, a glob and a bad file: the good pictures predicted, the bad one
+    # reported, exit 1
+    (tmp_path / "bad.png").write_text("not a picture")
+    mixed = subprocess.run(
+        [sys.executable, "-m", "keras_gresnet.cli", "predict", str(run), str(pets / "cat"),
+         str(pets / "dog" / "[01].png"), str(tmp_path / "bad.png"), "--top", "1"],
+        capture_output=True, text=True, env=env, timeout=600)
+    assert mixed.returncode == 1, mixed.stderr[-2000:]
+    shown = [line.split(": ")[0] for line in mixed.stdout.strip().splitlines()]
+    assert shown == [str(pets / "cat" / f"{i}.png") for i in range(6)] + [
+        str(pets / "dog" / f"{i}.png") for i in range(2)]
+    assert "skipped " + str(tmp_path / "bad.png") + " is not a picture" in mixed.stderr
+    assert "image folder" not in mixed.stderr
 
 
 
@@ -315,3 +335,138 @@ def test_version_is_the_packages(capsys):
         cli.main(["--version"])
     assert done.value.code == 0
     assert capsys.readouterr().out == f"keras-gresnet {keras_gresnet.__version__}\n"
+
+
+def _gradient(height=6, width=8, seed=0):
+    """RGB uint8 pixels with every value different enough to show a swap."""
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, 256, size=(height, width, 3), dtype=np.uint8)
+
+
+@pytest.mark.parametrize("mode,suffix", [
+    ("RGB", "png"), ("L", "png"), ("RGBA", "png"), ("LA", "png"), ("P", "png"),
+    ("1", "png"), ("CMYK", "tif"), ("RGB", "webp"), ("P", "gif"), ("RGB", "tif"),
+    ("RGB", "bmp"),
+])
+def test_every_picture_mode_reads_as_keras_load_img(tmp_path, mode, suffix):
+    """8-bit modes (and palettes, bilevel, CMYK, transparency) read to the
+    same pixels as Keras' ``load_img`` gives, in RGB and in grey."""
+    path = tmp_path / f"x.{suffix}"
+    image = Image.fromarray(_gradient()).convert(mode)
+    image.save(path, **({"lossless": True} if suffix == "webp" else {}))
+    for channels, color_mode in ((3, "rgb"), (1, "grayscale")):
+        ours = predictions.read_pictures([path], (6, 8, channels))[0]
+        theirs = keras.utils.img_to_array(keras.utils.load_img(path, color_mode=color_mode),
+                                          dtype="uint8")
+        np.testing.assert_array_equal(ours, theirs, err_msg=f"{mode} {suffix} {color_mode}")
+
+
+@pytest.mark.parametrize("mode,suffix", [("I;16", "png"), ("I", "tif")])
+def test_sixteen_bit_grey_is_scaled_not_clipped(tmp_path, mode, suffix):
+    """A 16-bit PNG of a picture reads as its 8-bit original (value * 257
+    back to value), so a model sees the same pixels (the same prediction);
+    before, every value above 255 was clipped to white."""
+    eight = _gradient()[..., 0]
+    path = tmp_path / f"deep.{suffix}"
+    deep = eight.astype(np.uint16) * 257
+    Image.fromarray(deep if mode == "I;16" else deep.astype(np.int32)).save(path)
+    assert Image.open(path).mode.startswith("I")
+    np.testing.assert_array_equal(predictions.read_pictures([path], (6, 8, 1))[0, ..., 0], eight)
+    rgb = predictions.read_pictures([path], (6, 8, 3))[0]
+    np.testing.assert_array_equal(rgb, np.repeat(eight[..., None], 3, axis=-1))
+    # between the 8-bit levels: value / 257, rounded
+    Image.fromarray(np.array([[0, 128, 129, 65535]], np.uint16)).save(path)
+    assert predictions.read_pictures([path], (1, 4, 1)).ravel().tolist() == [0, 0, 1, 255]
+
+
+def test_exif_orientation_is_applied(tmp_path):
+    """A phone photo's EXIF orientation (6: rotate 90 degrees clockwise) is
+    applied, as Pillow's ``exif_transpose`` does: 8x6 stored, 6x8 seen."""
+    from PIL import ImageOps
+
+    path = tmp_path / "phone.jpg"
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    Image.fromarray(_gradient()).save(path, exif=exif, quality=100)
+    expected = np.asarray(ImageOps.exif_transpose(Image.open(path)).convert("RGB"))
+    assert expected.shape == (8, 6, 3)
+    np.testing.assert_array_equal(predictions.read_pictures([path], (8, 6, 3))[0], expected)
+
+
+def test_a_large_jpeg_is_decoded_reduced_and_too_large_pictures_are_refused_unread(
+        tmp_path, monkeypatch):
+    from keras_gresnet.data import folders
+
+    path = tmp_path / "big.jpg"
+    Image.fromarray(np.full((1200, 1600, 3), 90, np.uint8)).save(path, quality=95)
+    decoded = []
+    real_fitted = folders._fitted
+    monkeypatch.setattr(folders, "_fitted", lambda image, *shape: (
+        decoded.append(image.size), real_fitted(image, *shape))[1])
+    picture = predictions.read_pictures([path], (32, 32, 3))[0]
+    assert decoded == [(200, 150)]  # 1/8 of 1600x1200 still covers 32x32
+    assert np.abs(picture.astype(int) - 90).max() <= 2  # JPEG's rounding
+    monkeypatch.setattr(folders, "MAX_DECODED_BYTES", 1600 * 1200 * 3 - 1)
+    with pytest.raises(ValueError, match=r"big.jpg declares 1600x1200 RGB pixels"):
+        predictions.read_pictures([path], (32, 32, 3))
+
+
+def test_pipes_and_other_files_are_skipped_counted_and_never_opened(tmp_path):
+    root = tmp_path / "pets"
+    root.mkdir()
+    five_cats(root)
+    os.mkfifo(root / "cat" / "fifo.png")  # opening it would block forever
+    (root / "cat" / "Thumbs.db").write_bytes(b"\0\1")
+    (root / "bird" / "README.txt").write_text("notes")
+    folder = data.read_image_folder(root)
+    assert len(folder["train"][1]) + len(folder["test"][1]) == 10
+    assert "skipped: 2 not pictures by their name, 1 not regular files" in folder["summary"]
+    with pytest.raises(ValueError, match="fifo.png is not a regular file"):
+        predictions.read_pictures([root / "cat" / "fifo.png"], (6, 8, 3))
+    os.symlink("loop.png", root / "cat" / "loop.png")
+    with pytest.raises(ValueError, match="loop.png is a symbolic link loop"):
+        data.read_image_folder(root)
+
+
+def test_folder_habits_validation_folders_one_class_and_unprintable_names(tmp_path):
+    root = tmp_path / "digits"
+    for split in ("train", "validation"):
+        for name in ("a", "b\x1b[2J"):
+            (root / split / name).mkdir(parents=True)
+            for i in range(2):
+                picture(root / split / name / f"{i}.png", mode="L")
+    folder = data.read_image_folder(root, verbose=False)
+    assert folder["source"]["test"] == str(root.resolve() / "validation")
+    assert len(folder["test"][1]) == 4
+    assert "\x1b" not in folder["summary"] and "b\\x1b[2J" in folder["summary"]
+    lonely = tmp_path / "lonely"
+    (lonely / "cat").mkdir(parents=True)
+    picture(lonely / "cat" / "0.png")
+    with pytest.raises(ValueError, match=r"holds one class folder \('cat'\); a classifier "
+                                         r"needs at least 2 classes"):
+        data.read_image_folder(lonely)
+
+
+def test_the_size_to_train_at_is_chosen_or_a_large_one_refused(tmp_path):
+    from keras_gresnet.training import config
+
+    root = tmp_path / "photos"
+    for name in ("a", "b"):
+        (root / name).mkdir(parents=True)
+        for i in range(3):
+            Image.fromarray(np.zeros((600, 800, 3), np.uint8)).save(root / name / f"{i}.jpg")
+    with pytest.raises(ValueError, match="mostly 800x600 .* --input-shape H,W,C"):
+        data.read_image_folder(root)
+    folder = data.read_image_folder(root, image_shape=(24, 32, 3))
+    assert folder["train"][0].shape[1:] == (24, 32, 3)
+    assert folder["summary"].endswith("brought to 24x32x3; converted: 6 resized")  # 4:3 both
+    resolved = config.resolve_config("gresnet_cifar", model_kwargs=dict(n=1, input_shape=(24, 32, 3)),
+                                     dataset="folder", data_dir=str(root))
+    assert resolved["model_kwargs"]["input_shape"] == [24, 32, 3]
+    for bad in ((24, 32, 2), (24, 32), "24,32,3", (0, 32, 3)):
+        with pytest.raises(ValueError, match="input_shape|image_shape"):
+            config.resolve_config("gresnet_cifar", model_kwargs=dict(input_shape=bad),
+                                  dataset="folder", data_dir=str(root))
+    with pytest.raises(ValueError, match=r"may not set \['input_shape'\].*for --dataset folder"):
+        config.resolve_config("gresnet_cifar", model_kwargs=dict(input_shape=(32, 32, 3)),
+                              dataset="cifar10")

@@ -247,9 +247,72 @@ def test_constant_schedule_and_epoch_milestones():
     )
 
 
-def test_schedule_needs_enough_steps():
-    with pytest.raises(ValueError, match="must increase"):
-        get_recipe("wrn_cifar", epochs=1).learning_rate_schedule(2)
+def test_short_run_merges_colliding_milestones():
+    """A run too short to give each milestone its own step (issue 39: a
+    1-step run of preact_mnist) merges them: the step they share gets the
+    product of their factors, and a milestone that rounds to step 0 comes at
+    step 1 (the first step is at the recipe's learning rate)."""
+    # WRN's 59/200, 119/200, 159/200 of 2 steps round to steps 1, 1, 2.
+    recipe = get_recipe("wrn_cifar", epochs=1)
+    assert recipe.milestone_steps(2) == (1, 1, 2)
+    schedule = recipe.learning_rate_schedule(2)
+    assert list(schedule.boundaries) == [0, 1]  # strictly increasing: one per distinct step
+    np.testing.assert_allclose(lr_at(schedule, [0, 1, 2, 3]), [0.1, 0.004, 0.0008, 0.0008],
+                               rtol=1e-6)  # float32 rate vs float64 literal
+    assert recipe.schedule_note(2) == (
+        "Recipe 'wrn_cifar': lr_milestones (0.295, 0.595, 0.795) (fraction) fall on steps "
+        "(1, 1, 2) of a 2-step run, merged: learning rate 0.1 x0.04 from step 1, x0.2 from step 2")
+    # preact_mnist's 50% and 75% of 1 step round to steps 0 and 1: both from step 1.
+    recipe = get_recipe("preact_mnist", epochs=1)
+    assert recipe.milestone_steps(1) == (1, 1)
+    np.testing.assert_allclose(lr_at(recipe.learning_rate_schedule(1), [0, 1]), [0.1, 0.001],
+                               rtol=1e-6)  # float32 rate vs float64 literal
+    assert "fall on steps (0, 1) of a 1-step run" in recipe.schedule_note(1)
+
+
+@pytest.mark.parametrize("name", ["wrn_cifar", "preact_cifar", "he_cifar"])
+@pytest.mark.parametrize("total", range(1, 13))
+def test_short_run_rate_is_the_product_of_every_milestone_passed(name, total):
+    """At every step of runs of 1 to 12 steps, the Keras schedule's rate is
+    the (warm-up's, else) learning rate times the factor of every milestone
+    whose rounded step (at least 1) is at or before that step; its
+    boundaries strictly increase."""
+    recipe = get_recipe(name, epochs=total, warmup_steps=min(RECIPES[name].warmup_steps, 3))
+    schedule = recipe.learning_rate_schedule(1)
+    boundaries = list(schedule.boundaries)
+    assert boundaries == sorted(set(boundaries))
+    starts = [max(1, round(m * total)) for m in recipe.lr_milestones]
+    for step in range(total + 2):
+        if step < recipe.warmup_steps:
+            expected = recipe.warmup_lr
+        else:
+            expected = recipe.learning_rate * np.prod(
+                [recipe.lr_factor for start in starts if start <= step])
+        assert float(schedule(step)) == pytest.approx(expected, rel=1e-6), step
+        assert recipe.learning_rate_at(step, 1) == pytest.approx(expected), step
+
+
+def test_normal_run_schedule_is_unchanged_and_unnoted():
+    # The schedules of the recipes' own lengths (and of a 10-epoch run):
+    # the steps and boundaries they had before short runs were merged.
+    cases = [
+        (RECIPES["preact_cifar"], 391, (82 * 391, 123 * 391)),
+        (RECIPES["wrn_cifar"], 391, (59 * 391, 119 * 391, 159 * 391)),
+        (RECIPES["preact_mnist"], 469, (20 * 469, 30 * 469)),
+        (get_recipe("preact_cifar", epochs=10), 100, (500, 750)),
+        (RECIPES["preact_cifar_he"], 391, (32000, 48000)),
+        (RECIPES["he_imagenet"], 5005, (30 * 5005, 60 * 5005)),
+    ]
+    for recipe, steps_per_epoch, steps in cases:
+        assert recipe.milestone_steps(steps_per_epoch) == steps
+        warmup = (recipe.warmup_steps,) if recipe.warmup_steps else ()
+        assert list(recipe.learning_rate_schedule(steps_per_epoch).boundaries) == \
+            [s - 1 for s in warmup + steps]
+        assert recipe.schedule_note(steps_per_epoch) is None
+    assert RECIPES["gr_mnist"].schedule_note(469) is None  # no milestones
+
+
+def test_schedule_needs_steps():
     with pytest.raises(ValueError, match="steps_per_epoch=0"):
         RECIPES["wrn_cifar"].learning_rate_schedule(0)
 

@@ -73,6 +73,7 @@ def test_run_folder_holds_everything(tmp_path):
     assert config["recipe"]["optimizer_name"] == "keras1_nadam"
     assert config["data"]["preprocessing"]["method"] == "scale"
     assert config["replicas"] == 1 and config["global_batch_size"] == 128
+    assert "lr_schedule" not in config  # noted only where milestones merge
 
     history = read_csv(out / "history.csv")
     assert [int(r["epoch"]) for r in history] == [1, 2]  # as the console counts
@@ -119,6 +120,24 @@ def test_same_seed_gives_the_same_history(tmp_path):
     first, again, other = history(7, "a"), history(7, "b"), history(8, "c")
     assert first == again
     assert first != other
+
+
+@pytest.mark.integration
+def test_a_one_step_run_merges_its_milestones_and_says_so(tmp_path, capsys):
+    """Issue 39: 100 examples of batch 128 make a 1-step run, on which
+    preact_mnist's 50% and 75% fall on steps 0 and 1; they merge (both from
+    step 1), the run trains, and the schedule it got is one line on stderr
+    and in config.json."""
+    out = tmp_path / "run"
+    run = training.train("gresnet_cifar", model_kwargs=dict(n=1), dataset="fashion_mnist",
+                         epochs=1, max_train_examples=100, max_test_examples=64, out=out,
+                         verbose=2)
+    note = ("Recipe 'preact_mnist': lr_milestones (0.5, 0.75) (fraction) fall on steps (0, 1) "
+            "of a 1-step run, merged: learning rate 0.1 x0.01 from step 1")
+    assert capsys.readouterr().err.count(note) == 1
+    assert json.loads((out / "config.json").read_text())["lr_schedule"] == note
+    assert [float(r["lr"]) for r in read_csv(out / "history.csv")] == pytest.approx([0.1])
+    assert run.results["epochs"] == 1
 
 
 def test_nan_loss_stops_the_run_with_a_clear_error(tmp_path):

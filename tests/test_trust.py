@@ -678,3 +678,186 @@ def test_four_runs_under_load_end_finished_or_resumable_and_touch_nothing_else(t
     assert {name: tree(tmp_path / name) for name in finished} == finished
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "full", "keras_home", "killed", "plain", "seeded"]
+
+
+# ------------------------------------------------------------- one trainer a folder
+
+
+def test_a_run_lock_refuses_a_live_holder_and_takes_over_a_dead_ones(tmp_path):
+    """``run.lock``: a second taker is refused while the holder lives (one
+    line naming its pid), a lock whose process is gone is taken over, one
+    from another host is never taken, and release removes only our own."""
+    import socket
+
+    from keras_gresnet.training.runs import RunLock
+
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    try:
+        host = socket.gethostname()
+        lock = RunLock(tmp_path)
+        for pid, who in ((live.pid, host), (dead.pid, host), (dead.pid, "elsewhere")):
+            (tmp_path / "run.lock").write_text(json.dumps(
+                dict(pid=pid, host=who, start=None, since="then")))
+            if pid == dead.pid and who == host:  # stale: taken over
+                lock.check()
+                lock.take()
+                assert json.loads((tmp_path / "run.lock").read_text())["pid"] == os.getpid()
+                lock.release()
+                assert not (tmp_path / "run.lock").exists()
+                continue
+            with pytest.raises(ValueError, match=f"is held by process {pid}") as refused:
+                lock.take()
+            assert "\n" not in str(refused.value) and ("elsewhere" in str(refused.value)) == (
+                who == "elsewhere")
+            with pytest.raises(ValueError, match=f"is held by process {pid}"):
+                lock.check()
+        # a lock file this program did not write is not taken over either
+        (tmp_path / "run.lock").write_bytes(b"\0" * 10)
+        with pytest.raises(ValueError, match="not a lock this program wrote"):
+            lock.take()
+        assert (tmp_path / "run.lock").read_bytes() == b"\0" * 10
+        # a pid reused by a new process (another start time) is a stale lock
+        (tmp_path / "run.lock").write_text(json.dumps(
+            dict(pid=live.pid, host=socket.gethostname(), start=1, since="then")))
+        lock.take()
+        lock.release()
+        assert not (tmp_path / "run.lock").exists()
+    finally:
+        live.kill()
+        live.wait()
+
+
+@pytest.mark.integration
+def test_two_trainers_on_one_folder_the_second_is_refused(tmp_path):
+    """Two ``train`` processes on one ``--out``, the second started once the
+    first holds the folder (paused there with SIGSTOP, so that it is still
+    training whatever the machine's speed): the first finishes with its own
+    results; the second (and an ``--overwrite``) is refused in one line,
+    exit 2, without touching the folder."""
+    import signal
+    import time
+
+    out = tmp_path / "run"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    command = [sys.executable, "-m", "keras_gresnet.cli", "train", "gresnet_mlp", "--depth", "2",
+               *TINY[:-2], "--epochs", "4", "--out", str(out)]
+    first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    deadline = time.monotonic() + 300
+    while not (out / "run.lock").exists():
+        assert first.poll() is None, first.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    first.send_signal(signal.SIGSTOP)
+    held = tree(out)
+    for extra in ([], ["--overwrite"]):
+        second = subprocess.run(command + extra, env=env, capture_output=True, text=True,
+                                timeout=300)
+        assert first.poll() is None, "the first run ended before the second was refused"
+        assert second.returncode == 2, second.stderr[-2000:]
+        lines = second.stderr.strip().splitlines()
+        assert len(lines) == 1 and f"is held by process {first.pid}" in lines[0], lines
+        assert tree(out) == held
+    first.send_signal(signal.SIGCONT)
+    stdout, stderr = first.communicate(timeout=600)
+    assert first.returncode == 0, stderr[-2000:]
+    assert not (out / "run.lock").exists()
+    results = json.loads((out / "results.json").read_text())
+    assert training.read_history(out)["epoch"] == [1, 2, 3, 4]
+    assert f"{results['test_error_percent']:.2f}%" in stdout
+
+
+# ------------------------------------------------------------ bounded reads, one line
+
+
+def test_json_and_csv_files_are_read_bounded_and_regular_only(tmp_path):
+    """A user's JSON or CSV (a run's config.json, history.csv, a preset's
+    files) larger than the bound is refused before it is read; a named pipe
+    is refused without being opened (it would block)."""
+    from keras_gresnet import files
+
+    big = tmp_path / "config.json"
+    big.write_text('{"a": "' + "x" * 5000 + '"}')
+    assert files.read_json(big)["a"] == "x" * 5000
+    with pytest.raises(ValueError, match=r"config.json holds 5,009 bytes, more than the 1,000"):
+        files.read_json(big, max_bytes=1000)
+    with pytest.raises(ValueError, match="holds 5,009 bytes"):
+        files.read_bounded(big, 1000)
+    os.mkfifo(tmp_path / "history.csv")
+    with pytest.raises(ValueError, match="history.csv is not a regular file"):
+        training.read_history(tmp_path / "history.csv")
+    with pytest.raises(ValueError, match="cannot read it"):
+        files.read_json(tmp_path / "missing.json")
+
+
+def test_broken_weights_and_model_files_are_one_line(tmp_path):
+    """A preset whose model.weights.h5 is corrupt, a weights file whose
+    variables declare far more bytes than it holds, and random bytes named
+    .keras: one line each, naming the file."""
+    import h5py
+
+    zoo.save_preset(zoo.gresnet_mlp(depth=2), tmp_path / "preset")
+    weights = tmp_path / "preset" / "model.weights.h5"
+    intact = weights.read_bytes()
+    weights.write_bytes(b"garbage" * 100)
+    with pytest.raises(ValueError, match="model.weights.h5: not a readable Keras weights file") \
+            as error:
+        zoo.resolve(str(tmp_path / "preset"))
+    assert "\n" not in str(error.value)
+    weights.write_bytes(intact)
+    with h5py.File(tmp_path / "bomb.weights.h5", "w") as f:  # 400 MB of zeros, compressed
+        f.create_dataset("v", shape=(10**8,), dtype="float32", compression="gzip",
+                         chunks=(10**6,))
+    with pytest.raises(ValueError, match=r"declare 400,000,000 bytes from .* on disk"):
+        from keras_gresnet.weights.loading import load_exact
+
+        load_exact(zoo.gresnet_mlp(depth=2), tmp_path / "bomb.weights.h5")
+    (tmp_path / "random.keras").write_bytes(os.urandom(4096))
+    with pytest.raises(ValueError, match=r"random.keras: not a .keras model \(a .keras file is "
+                                         r"a zip archive"):
+        zoo.resolve(str(tmp_path / "random.keras"))
+
+
+def test_a_checkpoint_counting_more_epochs_than_the_run_is_one_line(tmp_path):
+    from types import SimpleNamespace
+
+    from keras_gresnet.training import runner
+
+    recipe = training.get_recipe("gr_mnist", epochs=3)
+    pipe = SimpleNamespace(steps_per_epoch=10, train_epochs=lambda start, stop: (start, stop))
+    assert runner._epochs(recipe, pipe, 2, tmp_path / "backup") == (3, (2, 3))
+    with pytest.raises(ValueError, match=r"backup: its newest checkpoint counts 99 finished "
+                                         r"epochs, more than the run's 3"):
+        runner._epochs(recipe, pipe, 99, tmp_path / "backup")
+
+
+@pytest.mark.integration
+def test_a_full_disk_is_one_line_naming_the_file_and_leaves_nothing(tmp_path):
+    """Writes that fail half way (here a file-size limit, EFBIG: the same
+    path as a full disk's ENOSPC, which a test cannot make without mounting
+    a filesystem): ``save_preset`` (h5py used to crash the process: exit
+    139) and an ONNX export each raise one OSError naming the file the user
+    asked for, and leave nothing behind."""
+    code = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+from keras_gresnet import export, zoo
+model = zoo.gresnet_cifar(n=5)  # 1.8 MB of weights
+for write in (lambda: zoo.save_preset(model, sys.argv[1] + "/preset"),
+              lambda: export.export(model, sys.argv[1] + "/net.onnx", format="onnx")):
+    try:
+        write()
+    except OSError as error:
+        print(type(error).__name__, error.errno, error.filename)
+"""
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    import errno
+
+    assert done.stdout.split("\n")[:2] == [
+        f"OSError {errno.EFBIG} {tmp_path}/preset/model.weights.h5",
+        f"OSError {errno.EFBIG} {tmp_path}/net.onnx"], done.stdout + done.stderr[-2000:]
+    assert list(tmp_path.iterdir()) == []

@@ -465,11 +465,13 @@ def test_a_zoo_model_remembers_its_builder_and_card_through_every_file(
 def test_interrupted_preset_save_leaves_no_preset(tmp_path, monkeypatch, published):
     model = zoo.gresnet_mlp(depth=2, input_shape=MLP_SHAPE)
 
-    def dies(self, path, *args, **kwargs):
+    def dies(path, *args, **kwargs):  # the preset's weights file, half written
         Path(path).write_bytes(b"half a file")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(keras.Model, "save_weights", dies)
+    from keras_gresnet.weights import loading
+
+    monkeypatch.setattr(loading, "write_bytes", dies)
     with pytest.raises(KeyboardInterrupt):
         zoo.save_preset(model, tmp_path / "tiny", builder="gresnet_mlp", builder_kwargs=MLP)
     assert _files(tmp_path) == []
@@ -478,7 +480,7 @@ def test_interrupted_preset_save_leaves_no_preset(tmp_path, monkeypatch, publish
     good = zoo.gresnet_mlp(depth=2, input_shape=MLP_SHAPE,
                            weights=published.folder / "gresnet_mlp2_tiny.keras")
     zoo.save_preset(good, tmp_path / "tiny", builder="gresnet_mlp", builder_kwargs=MLP)
-    monkeypatch.setattr(keras.Model, "save_weights", dies)
+    monkeypatch.setattr(loading, "write_bytes", dies)
     with pytest.raises(KeyboardInterrupt):
         zoo.save_preset(model, tmp_path / "tiny", builder="gresnet_mlp",
                             builder_kwargs=MLP, overwrite=True)

@@ -190,7 +190,7 @@ def pipeline(name, *, data_dir=None, download=True, preprocessing="scale", batch
         if data_dir is None:
             raise ValueError(f"name={FOLDER!r} reads the picture folder data_dir; pass it "
                              f"(--data-dir PATH)")
-        folder = read_image_folder(data_dir, image_shape=image_shape, seed=seed)
+        folder = read_image_folder(data_dir, image_shape=image_shape, seed=seed, verbose=True)
         info = DatasetInfo(FOLDER, folder["image_shape"], len(folder["class_names"]), "folder",
                            {}, class_names=tuple(folder["class_names"]))
         splits = _split(folder["train"], folder["test"], validation_split, seed,

@@ -83,16 +83,29 @@ def _check_strategy(strategy, cluster):
     return strategy
 
 
-def _check_model_kwargs(model_kwargs):
+def _check_model_kwargs(model_kwargs, dataset):
     """The builder's arguments (not the dataset's). The architecture's
     settings a paper gives with its recipe (BatchNorm momentum, WRN's
-    dropout) are among them: the builders' defaults are the papers'."""
+    dropout) are among them: the builders' defaults are the papers'. A
+    picture folder's ``input_shape`` is the size its pictures are brought to
+    (``--input-shape 32,32,3``; default: the folder's most common size)."""
+    from keras_gresnet.data.folders import checked_image_shape
+
     model_kwargs = dict(model_kwargs or {})
-    reserved = sorted({"input_shape", "classes", "input_tensor"} & set(model_kwargs))
+    if dataset == data.FOLDER and "input_shape" in model_kwargs:
+        shape = model_kwargs["input_shape"]
+        if isinstance(shape, int) and not isinstance(shape, bool):  # --input-shape 784
+            shape = (shape,)
+        if isinstance(shape, str) or not isinstance(shape, (list, tuple)):
+            raise ValueError(f"input_shape={shape!r}: give the size to bring the pictures "
+                             f"to as height,width,channels (--input-shape 32,32,3)")
+        model_kwargs["input_shape"] = list(checked_image_shape(shape))
+    reserved = sorted({"input_shape", "classes", "input_tensor"} & set(model_kwargs)
+                      - ({"input_shape"} if dataset == data.FOLDER else set()))
     if reserved:
         raise ValueError(
             f"model_kwargs may not set {reserved}: they come from the dataset"
-        )
+            + (" (input_shape is for --dataset folder)" if "input_shape" in reserved else ""))
     if model_kwargs.get("include_preprocessing"):
         # The pipeline normalises already; a layer in the net would do it twice.
         raise ValueError(
@@ -144,7 +157,7 @@ def resolve_config(model, *, model_kwargs=None, cluster=None, **options):
     recipe = recipes.get_recipe(
         default_recipe(model, dataset) if run.recipe is None else run.recipe, **overrides)
     strategy = _check_strategy(run.strategy, cluster)
-    config = dict(model=model, model_kwargs=_check_model_kwargs(model_kwargs))
+    config = dict(model=model, model_kwargs=_check_model_kwargs(model_kwargs, dataset))
     config.update(run.config(), dataset=dataset, recipe=recipe.get_config(), strategy=strategy,
                   sync_batchnorm=backends.get().sync_batchnorm(run.sync_batchnorm, strategy))
     config.update(num_workers=cluster.num_workers if cluster is not None else 1,
@@ -196,10 +209,10 @@ def build_model(config, input_shape, num_classes):
     # Layers take the global policy when they are made; the builders keep the
     # classifier in float32 under a mixed one (zoo.applications.head_dtype).
     with dtype_policy_scope(config.get("dtype_policy", "float32")):
-        model = zoo.get_model(
-            config["model"], input_shape=input_shape, classes=num_classes,
-            **config["model_kwargs"]
-        )
+        # a folder's input_shape is in input_shape (the pipeline's, flat for an MLP)
+        kwargs = {k: v for k, v in config["model_kwargs"].items() if k != "input_shape"}
+        model = zoo.get_model(config["model"], input_shape=input_shape, classes=num_classes,
+                              **kwargs)
     recipes.Recipe.from_config(config["recipe"]).apply_to(model)
     # Keras' synchronized BatchNorm is TensorFlow's; JAX's data_parallel and
     # multi_worker compute global statistics by themselves.

@@ -223,23 +223,38 @@ class Recipe:
         """Epochs to pass to ``model.fit`` to cover :meth:`total_steps`."""
         return math.ceil(self.total_steps(steps_per_epoch) / steps_per_epoch)
 
-    def milestone_steps(self, steps_per_epoch):
-        """The first iteration (0-based, Keras' ``optimizer.iterations``) of
-        each learning-rate drop."""
+    def _milestone_rounded(self, steps_per_epoch):
+        """Each milestone's iteration, rounded, before any merging."""
         per_unit = {
             "fraction": self.total_steps(steps_per_epoch),
             "epoch": steps_per_epoch,
             "step": 1,
         }[self.lr_milestone_unit]
-        steps = tuple(round(m * per_unit) for m in self.lr_milestones)
-        if any(b <= a for a, b in zip((0,) + steps, steps)):
-            raise ValueError(
-                f"Recipe {self.name!r}: milestones {self.lr_milestones} "
-                f"({self.lr_milestone_unit}) give steps {steps} with "
-                f"{steps_per_epoch} steps per epoch; they must increase and come "
-                f"after step 0"
-            )
-        return steps
+        return tuple(round(m * per_unit) for m in self.lr_milestones)
+
+    def milestone_steps(self, steps_per_epoch):
+        """The first iteration (0-based, Keras' ``optimizer.iterations``) of
+        each learning-rate drop, one per milestone, non-decreasing. On a run
+        too short to give each its own step, milestones share one (their
+        factors multiply from it), and one that rounds to step 0 comes at
+        step 1: the first step is always at ``learning_rate``
+        (:meth:`schedule_note` says so)."""
+        return tuple(max(1, s) for s in self._milestone_rounded(steps_per_epoch))
+
+    def schedule_note(self, steps_per_epoch):
+        """One line saying how a run too short for the milestones applies
+        them (merged on one step, or moved from step 0 to step 1), or ``None``
+        where each milestone has its own step after step 0."""
+        rounded = self._milestone_rounded(steps_per_epoch)
+        steps = self.milestone_steps(steps_per_epoch)
+        if rounded == steps and len(set(steps)) == len(steps):
+            return None
+        drops = ", ".join(f"x{self.lr_factor ** steps.count(s):g} from step {s}"
+                          for s in sorted(set(steps)))
+        return (f"Recipe {self.name!r}: lr_milestones {self.lr_milestones} "
+                f"({self.lr_milestone_unit}) fall on steps {rounded} of a "
+                f"{self.total_steps(steps_per_epoch)}-step run, merged: learning rate "
+                f"{self.learning_rate:g} {drops}")
 
     def learning_rate_at(self, step, steps_per_epoch):
         """The learning rate of iteration ``step`` (0-based): ``warmup_lr``
@@ -256,7 +271,8 @@ class Recipe:
         check_count(steps_per_epoch, _field("steps_per_epoch"), 1)
         milestones = self.milestone_steps(steps_per_epoch)
         # Each rate starts at a milestone or at the warm-up's end (a milestone
-        # inside the warm-up shows when it ends).
+        # inside the warm-up shows when it ends); milestones sharing a step
+        # (a short run) are one boundary, as Keras needs them increasing.
         starts = tuple(sorted({s for s in milestones if s > self.warmup_steps}
                               | ({self.warmup_steps} if self.warmup_steps else set())))
         values = [self.learning_rate_at(s, steps_per_epoch) for s in (0,) + starts]

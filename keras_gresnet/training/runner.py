@@ -10,6 +10,7 @@ the config's dtype policy; the caller's comes back afterwards.
 """
 
 import dataclasses
+import sys
 import time
 from pathlib import Path
 
@@ -103,6 +104,7 @@ def _train(config, cluster, out, overwrite, verbose, tensorboard):
     out = runs.run_folder(config, out)
     loop, resumed = _start(config, cluster, out, overwrite)
     pipe = _data(config, recipe, loop)
+    _note_schedule(config, recipe, pipe, loop.chief and verbose != 0)
     net = _compiled_model(config, recipe, pipe, loop.strategy)
     backup = runs.EpochBackup(out / runs.BACKUP)
     # Outside the strategy's scope: loading makes Keras create a throw-away
@@ -112,33 +114,38 @@ def _train(config, cluster, out, overwrite, verbose, tensorboard):
     logger = runs.RunLogger(out if loop.chief else None, test=lambda: loop.evaluate(pipe.test),
                             resume=resumed)
     backup.diverged = lambda: logger.diverged
-    epochs, train_data = _epochs(recipe, pipe, initial_epoch)
+    epochs, train_data = _epochs(recipe, pipe, initial_epoch, backup.folder)
     # Only now that every argument and every file read has proved good does
-    # the folder change, and only the chief's.
-    if loop.chief:
-        runs.prepare_folder(out, config, overwrite=overwrite, resumed=resumed)
-    # The history is written before the backup: a kill between the two
-    # retrains that epoch and replaces its row, never loses it.
-    callbacks = [logger]
-    if loop.chief:
-        # TensorBoard after the backup: an epoch reaches it once it is saved,
-        # so the epoch a killed run trains again is never logged twice.
-        callbacks += loop.chief_callbacks(
-            [backup] + ([RunTensorBoard(out / TENSORBOARD, logger)] if tensorboard else []))
-    # The loss from the logits on every backend (keras_gresnet.training.loss).
-    with logits_head(net):
-        seconds = _fit(loop, train_data, epochs, initial_epoch, pipe, config, verbose,
-                       callbacks=callbacks)
-        _check_finite(logger, config, out)
-        test = loop.evaluate(pipe.test)
-    results = _results(test, net, logger.history, initial_epoch, seconds)
-    # The returned model evaluates as Keras' own softmax classifiers do.
-    with loop.strategy.scope():
-        net.compile(optimizer=net.optimizer, loss="sparse_categorical_crossentropy",
-                    metrics=["accuracy"], **compile_options())
-    if loop.chief:
-        runs.finish(out, inference_copy(net), results, logger.gates, config["dataset"],
-                    config)
+    # the folder change, and only the chief's: it holds the folder's lock
+    # until the run ends, however it ends.
+    lock = runs.prepare_folder(out, config, overwrite=overwrite, resumed=resumed) \
+        if loop.chief else None
+    try:
+        # The history is written before the backup: a kill between the two
+        # retrains that epoch and replaces its row, never loses it.
+        callbacks = [logger]
+        if loop.chief:
+            # TensorBoard after the backup: an epoch reaches it once it is saved,
+            # so the epoch a killed run trains again is never logged twice.
+            callbacks += loop.chief_callbacks(
+                [backup] + ([RunTensorBoard(out / TENSORBOARD, logger)] if tensorboard else []))
+        # The loss from the logits on every backend (keras_gresnet.training.loss).
+        with logits_head(net):
+            seconds = _fit(loop, train_data, epochs, initial_epoch, pipe, config, verbose,
+                           callbacks=callbacks)
+            _check_finite(logger, config, out)
+            test = loop.evaluate(pipe.test)
+        results = _results(test, net, logger.history, initial_epoch, seconds)
+        # The returned model evaluates as Keras' own softmax classifiers do.
+        with loop.strategy.scope():
+            net.compile(optimizer=net.optimizer, loss="sparse_categorical_crossentropy",
+                        metrics=["accuracy"], **compile_options())
+        if loop.chief:
+            runs.finish(out, inference_copy(net), results, logger.gates, config["dataset"],
+                        config)
+    finally:
+        if lock is not None:
+            lock.release()
     return Run(out=out if loop.chief else None, config=config, model=net,
                history=logger.history, results=results)
 
@@ -186,6 +193,18 @@ def _data(config, recipe, loop):
     return pipe
 
 
+def _note_schedule(config, recipe, pipe, show):
+    """Where a run is too short for the recipe's milestones (they merge,
+    :meth:`Recipe.schedule_note`), record the schedule it gets in the config
+    (``lr_schedule``) and, when ``show``, print it on one line."""
+    note = recipe.schedule_note(pipe.steps_per_epoch)
+    if note is None:
+        return
+    config["lr_schedule"] = note
+    if show:
+        print(note, file=sys.stderr, flush=True)
+
+
 def _compiled_model(config, recipe, pipe, strategy):
     """The config's model, built and compiled under ``strategy``, its
     optimizer built (so that a backup can be loaded into it)."""
@@ -201,10 +220,16 @@ def _compiled_model(config, recipe, pipe, strategy):
     return net
 
 
-def _epochs(recipe, pipe, initial_epoch):
+def _epochs(recipe, pipe, initial_epoch, backup):
     """``(epochs, train_data)``: the epoch count to train to, and the batches
-    of the epochs left."""
+    of the epochs left; a checkpoint that counts more epochs than the run has
+    (renamed, or another run's) is refused in one line."""
     epochs = recipe.fit_epochs(pipe.steps_per_epoch)
+    if initial_epoch > epochs:
+        raise ValueError(
+            f"{backup}: its newest checkpoint counts {initial_epoch} finished epochs, more "
+            f"than the run's {epochs}; it is not this run's (renamed, or copied from another): "
+            f"remove it to resume from an earlier one, or train again with --overwrite")
     # Epoch e's batches are a function of (seed, e): a resumed run and every
     # worker read what an uninterrupted single process reads.
     return epochs, pipe.train_epochs(initial_epoch, epochs)

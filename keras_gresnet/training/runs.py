@@ -14,6 +14,9 @@ backup/        ``epoch-NNNNN.weights.h5`` checkpoints while a run is unfinished
 tensorboard/   TensorBoard event files, with ``tensorboard=True``
                (:mod:`keras_gresnet.training.tensorboard`; appended to by
                ``tf.summary``, the one exception to the atomic writes)
+run.lock       while a process trains into the folder: its pid, host and
+               start (:class:`RunLock`); a second trainer, or an
+               ``--overwrite``, is refused while the holder lives
 ============== ===========================================================
 
 Every file is written atomically (temporary file + ``os.replace``).
@@ -25,11 +28,13 @@ resumes one), :func:`prepare_folder` and :func:`finish` write the rest, and
 
 import csv
 import errno
+import io
 import json
 import math
 import os
 import re
 import shutil
+import socket
 import time
 from pathlib import Path
 
@@ -38,10 +43,11 @@ import keras
 from keras_gresnet import plots
 from keras_gresnet._checks import check_int
 from keras_gresnet.files import (
-    atomic_path, read_json, remove_stale_temporaries, temporary_target, write_csv,
-    write_json,
+    atomic_path, read_bounded, read_json, remove_stale_temporaries, temporary_target,
+    write_csv, write_json,
 )
 from keras_gresnet.layers import ZooModel, gate_layers
+from keras_gresnet.weights.loading import weights_file_bytes
 from keras_gresnet.zoo.resolver import read_run_config, resolve, run_card
 from keras_gresnet.training.tensorboard import RUNS as TENSORBOARD_RUNS
 from keras_gresnet.training.tensorboard import TENSORBOARD
@@ -49,6 +55,7 @@ from keras_gresnet.training.tensorboard import TENSORBOARD
 CONFIG, HISTORY, GATES, MODEL, RESULTS = (
     "config.json", "history.csv", "gates.csv", "model.keras", "results.json")
 BACKUP = "backup"
+LOCK = "run.lock"
 RUN_FILES = (RESULTS, CONFIG, HISTORY, GATES, MODEL, "history.png", "gates.png")
 HISTORY_COLUMNS = ("epoch", "loss", "accuracy")
 GATES_COLUMNS = ("epoch", "index", "block", "k", "g")
@@ -86,7 +93,11 @@ def _read_csv(path, required):
     checking its header holds every ``required`` column."""
     if not isinstance(path, (str, os.PathLike)):
         raise ValueError(f"path must be a file path, got {path!r}")
-    with open(path, newline="") as f:
+    try:
+        text = read_bounded(path).decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{os.fspath(path)}: not UTF-8 text ({error.reason})") from None
+    with io.StringIO(text, newline="") as f:
         reader = csv.DictReader(f)
         columns = reader.fieldnames or []
         missing = [c for c in required if c not in columns]
@@ -286,32 +297,6 @@ class RunLogger(keras.callbacks.Callback):
                   [[r[c] for c in self.GATE_COLUMNS] for r in self.gates])
 
 
-def weights_bytes(model):
-    """The bytes of ``model.save_weights(...)``'s ``.weights.h5`` file (the
-    model's and its optimizer's variables), made in memory.
-
-    The file is then written with plain Python I/O: a disk that fills or a
-    file-size limit in the middle of the write is an ``OSError`` like any
-    other, the temporary file is removed, and the run resumes from the last
-    backup. h5py writing to disk cannot recover from such a failure: it
-    crashes the process (``Can't decrement id ref count``, then a segfault)
-    as the half-written file is released. Keras' own writer does the work
-    (``H5IOStore`` takes an ``io.BytesIO``, as for ``.keras`` archives); the
-    bytes are what ``save_weights`` writes, and ``load_weights`` reads them."""
-    import io
-
-    from keras.src.saving import saving_lib
-
-    buffer = io.BytesIO()
-    store = saving_lib.H5IOStore(buffer, mode="w")
-    try:
-        saving_lib._save_state(model, weights_store=store, assets_store=None, inner_path="",
-                               visited_saveables=set())
-    finally:
-        store.close()
-    return buffer.getvalue()
-
-
 def _nbytes(variable):
     """The bytes of a variable's values: its size times its dtype's width
     (the bits in its name, e.g. float32, bfloat16; a byte for bool)."""
@@ -396,7 +381,7 @@ class EpochBackup(keras.callbacks.Callback):
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / f"epoch-{epoch + 1:05d}.weights.h5"
         self._check_space(path)
-        data = weights_bytes(self.model)  # HDF5 in memory: a failing disk cannot reach h5py
+        data = weights_file_bytes(self.model)  # HDF5 in memory: a failing disk cannot reach h5py
         try:
             with atomic_path(path) as tmp:
                 tmp.write_bytes(data)
@@ -448,7 +433,8 @@ def _is_run_name(name):
     """Whether a file named ``name`` in a run folder is one this package writes
     (a temporary of one of them included)."""
     name = temporary_target(name) or name
-    return name in RUN_FILES or bool(_CHECKPOINT.match(name)) or bool(_PRUNED.match(name))
+    return (name in RUN_FILES or name == LOCK or bool(_CHECKPOINT.match(name))
+            or bool(_PRUNED.match(name)))
 
 
 def _is_run_file(path):
@@ -481,7 +467,8 @@ def check_folder(out, config, overwrite):
         if parent is not None and not parent.is_dir():
             raise ValueError(f"out={str(out)!r}: {parent} is a file, not a folder")
         return False
-    entries = sorted(out.iterdir())
+    RunLock(out).check()
+    entries = sorted(p for p in out.iterdir() if p.name != LOCK)
     if not entries:
         return False
     _refuse_links(out)
@@ -574,16 +561,157 @@ def _remove_backup(out):
 
 
 # --------------------------------------------------------------------------
+# One trainer per run folder.
+
+
+def _process_start(pid):
+    """The start time of process ``pid`` in clock ticks since boot (Linux's
+    /proc), or None where it cannot be read: with the pid, it tells a live
+    holder from a new process that reuses a dead one's pid."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read(4096).rsplit(b")", 1)[1].split()
+        return int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+class RunLock:
+    """The lock of a run folder: ``run.lock`` holds the trainer's pid, host
+    and process start time, created with ``O_EXCL`` before the run's first
+    write and removed when the run ends (finished, diverged or interrupted).
+    A lock whose process is gone on this host (SIGKILL, a reboot) is stale
+    and taken over; one held by a live process, or by another host (which
+    cannot be asked), refuses a second trainer and an ``--overwrite`` in one
+    line naming the holder."""
+
+    MAX_BYTES = 4096  # a lock file is a short JSON line; a larger one is not ours
+
+    def __init__(self, out):
+        self.path = Path(out) / LOCK
+        self.held = False
+
+    @staticmethod
+    def _record():
+        pid = os.getpid()
+        return dict(pid=pid, host=socket.gethostname(), start=_process_start(pid),
+                    since=time.strftime("%Y-%m-%d %H:%M:%S"))
+
+    def holder(self):
+        """The lock's record, ``None`` without a lock; an unreadable lock file
+        is a holder that cannot be checked."""
+        try:
+            with open(self.path, "rb") as f:
+                text = f.read(self.MAX_BYTES + 1)
+        except FileNotFoundError:
+            return None
+        except IsADirectoryError:
+            return {"unreadable": "a folder"}
+        try:
+            record = json.loads(text) if len(text) <= self.MAX_BYTES else None
+        except ValueError:
+            record = None
+        if not isinstance(record, dict) or not isinstance(record.get("pid"), int):
+            return {"unreadable": "not a lock this program wrote"}
+        return record
+
+    def _stale(self, record):
+        if "unreadable" in record or record.get("host") != socket.gethostname():
+            return False
+        if not _alive(record["pid"]):
+            return True
+        start = _process_start(record["pid"])
+        return record.get("start") is not None and start is not None and start != record["start"]
+
+    def _refusal(self, record):
+        if "unreadable" in record:
+            return ValueError(f"{self.path} is {record['unreadable']}: another trainer may hold "
+                              f"the run folder; delete it if none does")
+        if record.get("host") != socket.gethostname():
+            return ValueError(
+                f"{self.path.parent} is held by process {record['pid']} on host "
+                f"{record.get('host')!r} since {record.get('since')}; wait for it to finish, or "
+                f"delete {self.path} if that process is gone")
+        return ValueError(
+            f"{self.path.parent} is held by process {record['pid']} (since "
+            f"{record.get('since')}), which is still training there; wait for it to finish "
+            f"or stop it, or pick another out")
+
+    def check(self):
+        """Refuse (one line) when a live process holds the folder. Reads only."""
+        record = self.holder()
+        if record is not None and not (record.get("pid") == os.getpid() and self.held) \
+                and not self._stale(record):
+            raise self._refusal(record)
+
+    def take(self):
+        """Create the lock (``O_EXCL``); a stale one is moved aside (one
+        rename: of two processes taking it over, one wins) and removed."""
+        for _ in range(3):
+            try:
+                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                record = self.holder()
+                if record is None:
+                    continue  # released in between: try again
+                if not self._stale(record):
+                    raise self._refusal(record) from None
+                aside = self.path.with_name(f"{LOCK}.stale-{os.getpid()}")
+                try:
+                    os.rename(self.path, aside)
+                except FileNotFoundError:
+                    continue  # another process took it over first
+                aside.unlink(missing_ok=True)
+                continue
+            with os.fdopen(fd, "w") as f:
+                json.dump(self._record(), f)
+            self.held = True
+            return
+        raise self._refusal(self.holder() or {"unreadable": "changing under us"})
+
+    def release(self):
+        """Remove the lock if this process holds it."""
+        if not self.held:
+            return
+        record = self.holder()
+        if record is not None and record.get("pid") == os.getpid():
+            self.path.unlink(missing_ok=True)
+        self.held = False
+
+
+# --------------------------------------------------------------------------
 # Writing the folder before and after training.
 
 
 def prepare_folder(out, config, *, overwrite, resumed):
     """Make ``out`` ready for training, once :func:`check_folder` has accepted
-    it: a run's old files gone (``overwrite``), the temporaries of a killed
+    it: the folder's :class:`RunLock` taken (returned: release it when the run
+    ends), a run's old files gone (``overwrite``), the temporaries of a killed
     process of ours removed, and ``config.json`` written (unless ``resumed``)."""
+    out.mkdir(parents=True, exist_ok=True)
+    lock = RunLock(out)
+    lock.take()
+    try:
+        _prepare_held_folder(out, config, overwrite=overwrite, resumed=resumed)
+    except BaseException:
+        lock.release()
+        raise
+    return lock
+
+
+def _prepare_held_folder(out, config, *, overwrite, resumed):
     if overwrite:
         _remove_run_files(out)
-    out.mkdir(parents=True, exist_ok=True)
     for folder in (out, out / BACKUP):  # left by a killed process of ours
         remove_stale_temporaries(folder, owned=_is_run_name)
     if not resumed:

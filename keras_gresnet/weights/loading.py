@@ -14,16 +14,34 @@ import zipfile
 
 import h5py
 
+from keras_gresnet.files import write_bytes
+
+# Keras writes weights uncompressed: a file whose datasets declare far more
+# bytes than it holds inflates a compressed payload (a bomb).
+MAX_H5_INFLATION = 4
 HEAD = "predictions"  # the classifier's name in every zoo model (Keras Applications)
 
 logger = logging.getLogger(__name__)
 
 
 def _h5_variable_count(path):
-    with h5py.File(path, "r") as f:
-        count = []
-        f.visititems(lambda _, obj: count.append(1) if isinstance(obj, h5py.Dataset) else None)
-    return len(count)
+    """The datasets (variables) of the weights file ``path``; a file HDF5
+    cannot read (corrupt, truncated, not HDF5) is one ``ValueError`` naming
+    it, as is one whose datasets declare more bytes than it could hold
+    (a compressed bomb: checked before anything is inflated)."""
+    try:
+        with h5py.File(path, "r") as f:
+            sizes = []
+            f.visititems(lambda _, obj: sizes.append(obj.size * obj.dtype.itemsize)
+                         if isinstance(obj, h5py.Dataset) else None)
+    except (OSError, ValueError, KeyError, RuntimeError) as error:
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ValueError(f"{path}: not a readable Keras weights file ({first[:200]})") from None
+    on_disk = os.path.getsize(path)
+    if sum(sizes) > max(MAX_H5_INFLATION * on_disk, 2**20):
+        raise ValueError(f"{path}: its variables declare {sum(sizes):,} bytes from {on_disk:,} "
+                         f"on disk (Keras writes them uncompressed); not loaded")
+    return len(sizes)
 
 
 def load_exact(model, path, *, without_top=False):
@@ -121,6 +139,40 @@ def copy_weights(source, model, *, include_top, classes, what):
     return model
 
 
+def weights_file_bytes(model):
+    """The bytes of ``model.save_weights(...)``'s ``.weights.h5`` file (the
+    model's and its optimizer's variables), made in memory.
+
+    The file is then written with plain Python I/O: a disk that fills or a
+    file-size limit in the middle of the write is an ``OSError`` like any
+    other, the temporary file is removed, and the run resumes from the last
+    backup. h5py writing to disk cannot recover from such a failure: it
+    crashes the process (``Can't decrement id ref count``, then a segfault)
+    as the half-written file is released. Keras' own writer does the work
+    (``H5IOStore`` takes an ``io.BytesIO``, as for ``.keras`` archives); the
+    bytes are what ``save_weights`` writes, and ``load_weights`` reads them."""
+    import io
+
+    from keras.src.saving import saving_lib
+
+    buffer = io.BytesIO()
+    store = saving_lib.H5IOStore(buffer, mode="w")
+    try:
+        saving_lib._save_state(model, weights_store=store, assets_store=None, inner_path="",
+                               visited_saveables=set())
+    finally:
+        store.close()
+    return buffer.getvalue()
+
+
+def save_weights(model, path):
+    """``model.save_weights(path)``, the file made in memory
+    (:func:`weights_file_bytes`) and written atomically with plain Python I/O:
+    a full disk is one ``OSError`` naming ``path`` and nothing is left
+    behind, where h5py writing to disk crashes the process."""
+    write_bytes(path, weights_file_bytes(model))
+
+
 def load_model_file(path, compile=True):
     """A ``.keras`` file, loaded with ``safe_mode=True`` (no code from the
     file runs): the one safe loader every command uses. The package's layers
@@ -140,6 +192,9 @@ def load_model_file(path, compile=True):
     if not stat.S_ISREG(mode):
         raise ValueError(f"{path}: not a regular file (a device, a folder or a pipe); a "
                          f".keras model is a zip file")
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"{path}: not a .keras model (a .keras file is a zip archive; this "
+                         f"one is not)")
     try:
         return keras.saving.load_model(path, compile=compile, safe_mode=True)
     except (ValueError, TypeError, KeyError, OSError, AttributeError, RecursionError,

@@ -10,6 +10,7 @@ import functools
 import inspect
 import re
 
+from keras_gresnet._checks import did_you_mean
 from keras_gresnet.layers import PixelNormalization
 from keras_gresnet.layers.model import ZooModel
 from keras_gresnet.weights import arguments as weights_arguments
@@ -155,10 +156,9 @@ def model_builder(name):
     try:
         return _MODELS[name]
     except KeyError:
-        close = list_models(f"*{name}*") if isinstance(name, str) else []
-        hint = f" similar: {', '.join(close)};" if close else ""
+        hint = did_you_mean(name, list(_MODELS))
         raise ValueError(
-            f"Unknown model name={name!r};{hint} see keras_gresnet.zoo.list_models() "
+            f"Unknown model name={name!r}{hint}; see keras_gresnet.zoo.list_models() "
             f"for the {len(_MODELS)} accepted names"
         ) from None
 

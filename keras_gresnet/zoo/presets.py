@@ -16,7 +16,7 @@ from keras_gresnet.files import read_json, write_json, write_text
 from keras_gresnet.layers.model import CARD_FIELDS, ZooModel, model_card
 from keras_gresnet.weights import PRESET_CONFIG, PRESET_METADATA, PRESET_WEIGHTS
 from keras_gresnet.weights.arguments import canonical, describe_call
-from keras_gresnet.weights.loading import load_exact
+from keras_gresnet.weights.loading import load_exact, save_weights
 from keras_gresnet.zoo import hub
 from keras_gresnet.zoo.builders import get_model
 
@@ -100,7 +100,7 @@ def _write_preset(directory, twin, config, metadata, *, overwrite):
     try:
         tmp.mkdir()
         write_json(tmp / PRESET_CONFIG, config)
-        twin.save_weights(tmp / PRESET_WEIGHTS)
+        save_weights(twin, tmp / PRESET_WEIGHTS)  # h5py never writes to the disk
         write_json(tmp / PRESET_METADATA, metadata)
         if directory.exists():
             os.replace(directory, old)
@@ -111,6 +111,12 @@ def _write_preset(directory, twin, config, metadata, *, overwrite):
                 raise
         else:
             os.replace(tmp, directory)
+    except OSError as error:
+        if error.filename is None or Path(error.filename).parent != tmp:
+            raise
+        # a full disk while the folder is written: name the preset's file
+        raise OSError(error.errno, error.strerror, str(directory / Path(error.filename).name)) \
+            from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(old, ignore_errors=True)
