@@ -655,29 +655,37 @@ class RunLock:
             raise self._refusal(record)
 
     def take(self):
-        """Create the lock (``O_EXCL``); a stale one is moved aside (one
-        rename: of two processes taking it over, one wins) and removed."""
-        for _ in range(3):
-            try:
-                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            except FileExistsError:
-                record = self.holder()
-                if record is None:
-                    continue  # released in between: try again
-                if not self._stale(record):
-                    raise self._refusal(record) from None
-                aside = self.path.with_name(f"{LOCK}.stale-{os.getpid()}")
+        """Create the lock, whole: its record is written to a temporary file
+        first and hard-linked into place (``link`` fails when the lock exists,
+        as ``O_EXCL`` does, and no reader ever sees a lock half written). A
+        stale one is moved aside (one rename: of two processes taking it
+        over, one wins) and removed."""
+        stem, _, suffix = LOCK.partition(".")  # .run.tmpPID.lock: a temporary of ours
+        tmp = self.path.with_name(f".{stem}.tmp{os.getpid()}.{suffix}")
+        with open(tmp, "w") as f:
+            json.dump(self._record(), f)
+        try:
+            for _ in range(3):
                 try:
-                    os.rename(self.path, aside)
-                except FileNotFoundError:
-                    continue  # another process took it over first
-                aside.unlink(missing_ok=True)
-                continue
-            with os.fdopen(fd, "w") as f:
-                json.dump(self._record(), f)
-            self.held = True
-            return
-        raise self._refusal(self.holder() or {"unreadable": "changing under us"})
+                    os.link(tmp, self.path)
+                except FileExistsError:
+                    record = self.holder()
+                    if record is None:
+                        continue  # released in between: try again
+                    if not self._stale(record):
+                        raise self._refusal(record) from None
+                    aside = self.path.with_name(f"{LOCK}.stale-{os.getpid()}")
+                    try:
+                        os.rename(self.path, aside)
+                    except FileNotFoundError:
+                        continue  # another process took it over first
+                    aside.unlink(missing_ok=True)
+                    continue
+                self.held = True
+                return
+            raise self._refusal(self.holder() or {"unreadable": "changing under us"})
+        finally:
+            tmp.unlink(missing_ok=True)
 
     def release(self):
         """Remove the lock if this process holds it."""
