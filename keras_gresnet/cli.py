@@ -383,7 +383,8 @@ def cmd_predict(args, extra):
 
     from keras_gresnet import predictions, zoo
 
-    paths, problems = precheck_predict(args, extra)
+    # main() listed the pictures before the backend was imported
+    paths, problems = getattr(args, "prechecked", None) or precheck_predict(args, extra)
     resolved = zoo.resolve(args.model)
     model = resolved.model
     shape = predictions.model_input_shape(model)
@@ -698,10 +699,12 @@ def main(argv=None):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     debug = args.debug
     precheck = getattr(args, "precheck", None)
-    if precheck is not None and not debug:  # before any backend is imported
+    if precheck is not None:  # before any backend is imported; its result kept for the command
         try:
-            precheck(args, extra)
+            args.prechecked = precheck(args, extra)
         except ValueError as error:
+            if debug:
+                raise
             print(f"keras-gresnet {args.command}: error: {' '.join(str(error).split())}",
                   file=sys.stderr)
             return 2

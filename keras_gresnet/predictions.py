@@ -10,7 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from keras_gresnet.data.folders import _decoded, _header, picture_paths, printable  # noqa: F401
+from keras_gresnet.data.folders import (  # noqa: F401 (picture_paths, printable: re-exported)
+    _decoded, _header, checked_image_shape, picture_paths, printable,
+)
 from keras_gresnet.finetune import source_info
 
 
@@ -40,15 +42,14 @@ def decode_predictions(preds, source, top=5):
 
 def model_input_shape(model):
     """``(height, width, channels)`` of a model's picture input (a flat
-    input of ``n`` pixels: a square grey picture)."""
+    input of ``n`` pixels: a square grey picture), by the folders' rule
+    (:func:`keras_gresnet.data.folders.checked_image_shape`)."""
     shape = tuple(model.input_shape[1:])
-    if len(shape) == 1:
-        side = int(round(shape[0] ** 0.5))
-        if side * side == shape[0]:
-            return (side, side, 1)
-    if len(shape) != 3 or shape[-1] not in (1, 3) or None in shape:
-        raise ValueError(f"model input {shape} is not a picture (height, width, 1 or 3)")
-    return shape
+    try:
+        return checked_image_shape(shape)
+    except ValueError:
+        raise ValueError(f"model input {shape} is not a picture (height, width, 1 or 3)") \
+            from None
 
 
 def read_pictures(paths, image_shape):
