@@ -5,9 +5,11 @@ PYTHON ?= python3
 # 1.7x on the unit run and 1.55x on the integration tests (docs/tests.md).
 # PYTEST_WORKERS=0 runs them in one process.
 PYTEST_WORKERS ?= 2
-PYTEST_ARGS = -q -n $(PYTEST_WORKERS)
+# worksteal: an idle worker takes queued tests from the busy one, so a long
+# test near the end does not leave a core idle.
+PYTEST_ARGS = -q -n $(PYTEST_WORKERS) --dist worksteal
 
-.PHONY: install install-backends data run zoo-table test test-tensorflow test-unit test-slow test-backends test-tf-free release bench
+.PHONY: install install-backends data run zoo-table test test-tensorflow test-unit test-slow test-backends test-jax test-torch test-tf-free release bench
 
 install:
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e ".[test]"
@@ -54,8 +56,16 @@ BACKEND_MARKS = not slow and not tensorflow_only
 install-backends:
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check jax jaxlib torch==2.13.0
 
-test-backends: install install-backends data
-	KERAS_BACKEND=jax $(PYTHON) -m pytest $(PYTEST_ARGS) -m "$(BACKEND_MARKS)" $(BACKEND_TESTS)
+# On JAX, `make test` runs the files of $(TF_FREE_TESTS) once, in test-tf-free
+# (JAX without TensorFlow), and the others here (they need tf.data);
+# `make test-backends` alone runs them all on JAX.
+test-backends: test-jax test-torch
+
+test-jax: install install-backends data
+	KERAS_BACKEND=jax $(PYTHON) -m pytest $(PYTEST_ARGS) -m "$(BACKEND_MARKS)" \
+		$(if $(filter test-tf-free test,$(MAKECMDGOALS)),$(filter-out $(TF_FREE_TESTS),$(BACKEND_TESTS)),$(BACKEND_TESTS))
+
+test-torch: install install-backends data
 	KERAS_BACKEND=torch $(PYTHON) -m pytest $(PYTEST_ARGS) -m "$(BACKEND_MARKS)" $(BACKEND_TESTS)
 
 # The same without TensorFlow: a venv of Keras, JAX and the package's other

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from keras_gresnet.files import on_sigterm_raise, pid_alive
+from keras_gresnet.files import on_sigterm_raise, pid_alive, read_bounded
 
 FORMATS = ("tf_saved_model", "onnx", "litert")
 # What each format is: a folder, or a file with this suffix.
@@ -241,12 +241,34 @@ def artefact_contract(resolved, model):
 CONTRACT_FILE = "keras_gresnet.json"  # a SavedModel's assets.extra/ holds it
 
 
+LITERT_METADATA = "keras_gresnet_contract"  # a LiteRT model's metadata entry
+
+
 def _write_contract(artefact, format, contract):
     """Put ``contract`` into the artefact: ONNX ``metadata_props`` (each
     value a string; lists and objects as JSON), a SavedModel's
-    ``assets.extra/keras_gresnet.json``. A LiteRT flatbuffer carries none
-    (its metadata needs the TFLite support library)."""
+    ``assets.extra/keras_gresnet.json``, a LiteRT model's ``metadata``
+    entry :data:`LITERT_METADATA` (the flatbuffer schema's own name -> buffer
+    list, where the converter keeps its ``min_runtime_version``: the JSON as
+    the buffer's bytes; written with TensorFlow's ``flatbuffer_utils``,
+    which the LiteRT converter comes with)."""
     import json
+
+    if format == "litert":
+        from tensorflow.lite.python import schema_py_generated as schema
+        from tensorflow.lite.tools import flatbuffer_utils
+
+        tflite = flatbuffer_utils.read_model(str(artefact))
+        tflite.metadata = [m for m in (tflite.metadata or [])
+                           if m.name not in (LITERT_METADATA, LITERT_METADATA.encode())]
+        buffer = schema.BufferT()
+        buffer.data = list(json.dumps(contract).encode())
+        tflite.buffers.append(buffer)
+        entry = schema.MetadataT()
+        entry.name, entry.buffer = LITERT_METADATA, len(tflite.buffers) - 1
+        tflite.metadata.append(entry)
+        flatbuffer_utils.write_model(tflite, str(artefact))
+        return
 
     if format == "onnx":
         import onnx
@@ -266,7 +288,7 @@ def _write_contract(artefact, format, contract):
 
 def read_contract(path):
     """The contract an artefact carries (:func:`artefact_contract`), as a
-    dict; ``{}`` for a LiteRT file or an artefact exported without one."""
+    dict; ``{}`` for an artefact exported without one."""
     import json
 
     path = Path(path)
@@ -282,7 +304,56 @@ def read_contract(path):
             value = entry.value  # lists and objects were written as JSON
             contract[entry.key] = json.loads(value) if value[:1] in ("[", "{") else value
         return contract
-    return {}
+    import struct
+
+    if importlib.util.find_spec("flatbuffers") is None:  # TensorFlow and ai-edge-litert bring it
+        raise ValueError(f"reading the contract of {path} (a LiteRT file) needs the flatbuffers "
+                         f"package: pip install flatbuffers")
+    try:
+        data = _litert_metadata(read_bounded(path, MAX_LITERT_BYTES), LITERT_METADATA)
+        return {} if data is None else json.loads(data)
+    except (IndexError, struct.error, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path} is not a LiteRT model this package can read the contract "
+                         f"of ({type(error).__name__}: {error})") from None
+
+
+MAX_LITERT_BYTES = 2**31  # a flatbuffer's offsets are 32-bit: no LiteRT file is larger
+
+
+def _litert_metadata(buffer, name):
+    """The bytes of a LiteRT model's metadata entry ``name`` (``None``
+    without one), read with the ``flatbuffers`` runtime alone (no
+    TensorFlow): the schema's root ``Model`` table, its ``metadata`` vector
+    (field 6) of ``{name, buffer}`` tables and its ``buffers`` vector (field
+    4) of tables whose ``data`` (field 0) holds the bytes."""
+    from flatbuffers import number_types, table
+    from flatbuffers.encode import Get
+
+    def field(tab, index):  # a field's offset in its table, 0 when absent
+        return tab.Offset(4 + 2 * index)
+
+    def tables(tab, index):
+        offset = field(tab, index)
+        if not offset:
+            return []
+        start = tab.Vector(offset)
+        return [table.Table(tab.Bytes, tab.Indirect(start + 4 * i))
+                for i in range(tab.VectorLen(offset))]
+
+    buffer = bytearray(buffer)
+    model = table.Table(buffer, Get(number_types.UOffsetTFlags.packer_type, buffer, 0))
+    for entry in tables(model, 6):
+        offset = field(entry, 0)
+        if offset and entry.String(offset + entry.Pos) == name.encode():
+            index = entry.Get(number_types.Uint32Flags, field(entry, 1) + entry.Pos) \
+                if field(entry, 1) else 0
+            data = tables(model, 4)[index]
+            offset = field(data, 0)
+            if not offset:
+                return None
+            start = data.Vector(offset)
+            return bytes(buffer[start:start + data.VectorLen(offset)])
+    return None
 
 
 def _remove_stale_exports(out):

@@ -26,7 +26,7 @@ float16 arithmetic units, it only adds casts).
 
     python scripts/benchmark.py [--rounds 2] [--models gresnet_cifar,gresnet_mlp|all]
         [--backends tf,jax,torch-keras,pytorch] [--precisions float32,mixed_bfloat16]
-        [--threads N] [--variants] [--quick] [--json out.json]
+        [--threads N] [--variants] [--pruned] [--quick] [--json out.json]
 
 On cores shared with another busy process pass ``--threads 1``: torch's
 OpenMP threads then run 6x faster than one per core (docs/benchmarks.md).
@@ -52,6 +52,11 @@ MODELS = {
     "gresnet_mlp": (128, 20, 20),
 }
 DEFAULT_MODELS = ("gresnet_cifar", "gresnet_mlp")  # --models all: the four
+# GR's "faster predictions by using a pruned version" (--pruned): a published
+# net and the same net without its closed blocks (analysis.closed_blocks:
+# g(k) = 0 exactly), inference on the Keras setups only (no PyTorch twin).
+PUBLISHED = {"gresnet_mlp100_mnist": False, "gresnet_mlp100_mnist-pruned": True}
+PUBLISHED_STEPS = (1000, 0, 10)  # batch 1000 (predict's), inference only
 # --quick: tiny twins (one unit a stage, widen 1, depth 4), batch 8.
 QUICK = {
     "gresnet_cifar": ("gresnet_cifar", dict(n=1)),
@@ -181,6 +186,30 @@ def torch_ablated(net, what):
     return net
 
 
+def published_model(name):
+    """A :data:`PUBLISHED` net with its weights (offline: the checkout's
+    ``zoo/weights``), pruned of every closed block when its name says so;
+    the pruned net's largest output difference from the full one on random
+    pixels is printed (it is 0: each closed block adds exactly 0)."""
+    import keras
+    import numpy as np
+
+    from keras_gresnet import analysis, zoo
+
+    full = zoo.resolve(name.removesuffix("-pruned")).model
+    if not PUBLISHED[name]:
+        return full
+    closed = analysis.closed_blocks(full)
+    pruned = analysis.prune(full, closed)
+    x = np.random.default_rng(0).random((256, *full.input_shape[1:]), dtype="float32")
+    difference = float(np.abs(keras.ops.convert_to_numpy(pruned(x, training=False))
+                              - keras.ops.convert_to_numpy(full(x, training=False))).max())
+    print(f"{name}: {len(closed)} closed blocks removed, parameters {full.count_params():,} -> "
+          f"{pruned.count_params():,}, largest output difference {difference:g}",
+          file=sys.stderr, flush=True)
+    return pruned
+
+
 def keras_worker(setup, quick):
     import keras
     import numpy as np
@@ -228,10 +257,15 @@ def keras_worker(setup, quick):
         if key not in cache:
             from torch_reference import MODELS as TWINS
 
-            builder, kwargs = QUICK[name] if quick else TWINS[name][1]
-            shape = TWINS[name][2]
             keras.config.set_dtype_policy(precision)
-            model = zoo.get_model(builder, weights=None, input_shape=shape, classes=10, **kwargs)
+            if name in PUBLISHED:
+                model = published_model(name)
+                shape = model.input_shape[1:]
+            else:
+                builder, kwargs = QUICK[name] if quick else TWINS[name][1]
+                shape = TWINS[name][2]
+                model = zoo.get_model(builder, weights=None, input_shape=shape, classes=10,
+                                      **kwargs)
             keras.config.set_dtype_policy("float32")
             if setup.get("ablate"):
                 model = ablated(model, setup["ablate"])
@@ -372,7 +406,7 @@ class Worker:
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--setup", name]
         if quick:
             cmd.append("--quick")
-        self.name = name
+        self.name, self.runner = name, setup["runner"]
         self.log = open(os.path.join(os.environ.get("BENCH_LOG_DIR", "/tmp"),
                                      f"benchmark-{name}.log"), "w")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -417,8 +451,8 @@ class Worker:
 
 def jobs_of(args):
     jobs = []
-    for model in args.models:
-        batch, train_steps, infer_steps = MODELS[model]
+    for model in args.models + (list(PUBLISHED) if args.pruned else []):
+        batch, train_steps, infer_steps = MODELS.get(model, PUBLISHED_STEPS)
         if args.quick:
             batch, train_steps, infer_steps = 8, 3, 3
         batch = args.batch or batch
@@ -431,7 +465,8 @@ def jobs_of(args):
             for mode, steps in (("train", train_steps), ("infer", infer_steps)):
                 if steps and precision != "float32" and not args.steps:
                     steps = max(2, steps // 2)  # bfloat16 is 8-12x slower on a CPU
-                if steps and mode in args.modes:
+                if steps and mode in args.modes and not (
+                        model in PUBLISHED and (mode == "train" or precision != "float32")):
                     jobs.append(dict(model=model, precision=precision, mode=mode,
                                      batch=batch, steps=steps))
     return jobs
@@ -456,6 +491,8 @@ def run(args):
             for j, job in enumerate(jobs):
                 k = (r + j) % len(setups)
                 for s in setups[k:] + setups[:k]:
+                    if job["model"] in PUBLISHED and workers[s].runner == "torch":
+                        continue  # a published net has no PyTorch twin
                     res = workers[s].ask(job)
                     key = (s, job["model"], job["precision"], job["mode"])
                     entry = results.setdefault(key, dict(ips=[], first=None, error=None,
@@ -510,6 +547,8 @@ def table(setups, jobs, results):
         if (job["model"], job["precision"]) not in seen:
             seen.append((job["model"], job["precision"]))
     for m, p in seen:
+        if m in PUBLISHED:
+            continue  # their own table below
         rt, ri = best(m, p, "train"), best(m, p, "infer")
         for s in setups:
             tv, ts = ips(s, m, p, "train")
@@ -521,6 +560,21 @@ def table(setups, jobs, results):
             rows.append(f"| {m} | {s} | {p} | {e.get('batch', '')} | {ts or '-'} | "
                         f"{is_ or '-'} | {ratio_t} | {ratio_i} | "
                         f"{f'{first:.1f}' if first else ''} |")
+    if all(m in PUBLISHED for m, _ in seen):
+        rows = []  # --models "" --pruned: the pruned table alone
+    pruned = [m for m, _ in seen if m in PUBLISHED and PUBLISHED[m]]
+    if pruned:
+        rows += ["", "| net | setup | precision | full infer img/s | pruned infer img/s "
+                 "| pruned / full |", "|---|---|---|---:|---:|---:|"]
+    for m in pruned:
+        full = m.removesuffix("-pruned")
+        for p in dict.fromkeys(p for n, p in seen if n == m):
+            for s in setups:
+                fv, fs = ips(s, full, p, "infer")
+                pv, ps = ips(s, m, p, "infer")
+                if fv or pv:
+                    rows.append(f"| {full} | {s} | {p} | {fs or '-'} | {ps or '-'} | "
+                                + (f"{pv / fv:.2f}x |" if fv and pv else " |"))
     return "\n".join(rows) + ("\n\nRatios: to the fastest of " + ", ".join(references)
                                + " at the same model and precision." if references else "")
 
@@ -543,6 +597,9 @@ def main():
     parser.add_argument("--steps", type=int, default=None, help="override the timed steps")
     parser.add_argument("--train-wide", action="store_true",
                         help="also time wide_gresnet training (a few img/s on a CPU)")
+    parser.add_argument("--pruned", action="store_true",
+                        help="also time inference of gresnet_mlp100_mnist and the same net "
+                        "without its closed blocks (Keras setups; offline weights)")
     parser.add_argument("--quick", action="store_true", help="tiny models, a smoke test")
     parser.add_argument("--json", default=None, help="write the raw results here")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

@@ -32,14 +32,21 @@ and writes it (with the command) to ``zoo/results/finetune/table.md``
 finished net's error is kept in ``results.json`` beside it, keyed by
 everything that defines the net (its settings included), so a killed run
 resumes where it stopped and a change of defaults retrains only the new
-column::
+column. Each net also keeps the SHA-256 of its weights, and ``--rebuild``
+retrains the selected nets from nothing and checks that each gives the
+recorded error and weights bit for bit (the same machine kind: another CPU's
+float rounding may differ), so the fine-tuned nets need not be committed;
+``--save-nets DIR`` keeps them as ``.keras`` files::
 
     python scripts/finetune_example.py                      # the MLPs' table
     python scripts/finetune_example.py --depths 2 --shots 100 --seeds 0
     python scripts/finetune_example.py --net gresnet_cifar --methods new scratch
+    python scripts/finetune_example.py --net gresnet_cifar --methods new --shots 10 \
+        --seeds 0 --rebuild --save-nets nets/
 """
 
 import argparse
+import hashlib
 import inspect
 import json
 import os
@@ -106,9 +113,17 @@ def parse_args(argv=None):
                         "zoo/results/finetune, finetune_conv for the conv net)")
     parser.add_argument("--fresh", action="store_true",
                         help="retrain every net instead of reusing results.json")
+    parser.add_argument("--rebuild", action="store_true",
+                        help="retrain the selected nets and check each against its "
+                        "recorded error and weights (an entry without weights gets them "
+                        "when the error is the same; nothing else changes)")
+    parser.add_argument("--save-nets", type=Path, default=None,
+                        help="save every net trained in this run as DIR/<cell>.keras")
     parser.add_argument("--data-dir", default=None)
     args = parser.parse_args(argv)
     net = NETS[args.net]
+    if args.rebuild and args.fresh:
+        parser.error("--rebuild checks the recorded nets; --fresh replaces them: give one")
     args.sizes = args.depths or ([2, 20] if args.net == "gresnet_mlp" else list(net["sizes"]))
     args.directions = args.directions or list(net["directions"])
     args.out = args.out or ROOT / "zoo" / "results" / (
@@ -192,8 +207,26 @@ def method_settings(net, method, defaults):
                 batch_size=defaults["batch_size"])
 
 
-def train_and_test(method, settings, net, size, target, shots, seed, sets, pretrained):
-    """The test error of one net (``method`` with ``settings``)."""
+def weights_digest(model):
+    """SHA-256 of ``model``'s weights, in order, as float32 bytes."""
+    digest = hashlib.sha256()
+    for weight in model.weights:
+        digest.update(np.ascontiguousarray(keras.ops.convert_to_numpy(weight),
+                                           dtype="float32").tobytes())
+    return digest.hexdigest()
+
+
+def recorded(value):
+    """A results.json value as ``(error, weights digest or None)``: the first
+    tables kept the error alone."""
+    return (value, None) if isinstance(value, float) else (value["error"],
+                                                           value["weights_sha256"])
+
+
+def train_and_test(method, settings, net, size, target, shots, seed, sets, pretrained,
+                   save=None):
+    """The test error and weights digest of one net (``method`` with
+    ``settings``), saved as ``save`` (a ``.keras`` path) if given."""
     x, y = sets.shots(target, shots, seed)
     keras.utils.set_random_seed(seed)
     if method == "old":
@@ -203,8 +236,12 @@ def train_and_test(method, settings, net, size, target, shots, seed, sets, pretr
     else:
         model = scratch(net, size, x, y, settings["epochs"], settings["batch_size"])
     error = test_error(model, *sets(target, "test"))
+    digest = weights_digest(model)
+    if save is not None:
+        save.parent.mkdir(parents=True, exist_ok=True)
+        model.save(save)
     keras.backend.clear_session(free_memory=False)
-    return error
+    return dict(error=error, weights_sha256=digest)
 
 
 def run(args):
@@ -214,7 +251,7 @@ def run(args):
     path = args.out / "results.json"
     results = {} if args.fresh or not path.is_file() else json.loads(path.read_text())
     args.out.mkdir(parents=True, exist_ok=True)
-    errors, reused, trained = {}, 0, 0
+    errors, reused, trained, differ = {}, 0, 0, []
     for size in args.sizes:
         for direction in args.directions:
             source, target = DIRECTIONS[direction]
@@ -224,22 +261,40 @@ def run(args):
                     for method in args.methods:
                         settings = method_settings(net, method, defaults)
                         key = cell_key(net, size, direction, shots, seed, method, settings)
-                        if key not in results:
+                        name = f"{net}{size}_{direction}_{shots}shots_seed{seed}_{method}"
+                        if key not in results or args.rebuild:
                             if pretrained is None:  # published weights, loaded offline
                                 pretrained = build(net, size, weights=f"{net}{size}_{source}")
                             start = time.perf_counter()
-                            results[key] = train_and_test(method, settings, net, size, target,
-                                                          shots, seed, sets, pretrained)
-                            files.write_json(path, results)  # resumable after every net
+                            new = train_and_test(
+                                method, settings, net, size, target, shots, seed, sets,
+                                pretrained, save=args.save_nets and
+                                args.save_nets / f"{name}.keras")
                             trained += 1
-                            print(f"{net} {NETS[net]['size']}={size} {direction} {shots} "
-                                  f"shots seed {seed} {method}: {100 * results[key]:.2f}% "
+                            print(f"{name}: {100 * new['error']:.2f}% "
                                   f"({time.perf_counter() - start:.0f} s)", flush=True)
+                            if key not in results:
+                                results[key] = new
+                                files.write_json(path, results)  # resumable after every net
+                            else:  # --rebuild: the recorded net again?
+                                error, digest = recorded(results[key])
+                                same = new["error"] == error and digest in (
+                                    None, new["weights_sha256"])
+                                print(f"  {'rebuilt exactly' if same else 'DIFFERS'}: error "
+                                      f"{100 * error:.2f}% recorded, weights "
+                                      + ("not recorded" if digest is None else
+                                         "equal" if digest == new["weights_sha256"]
+                                         else "different"), flush=True)
+                                if not same:
+                                    differ.append(name)
+                                elif digest is None:  # an error-only entry: now its weights too
+                                    results[key] = new
+                                    files.write_json(path, results)
                         else:
                             reused += 1
                         errors.setdefault((size, direction, shots, method), []).append(
-                            results[key])
-    return errors, defaults, reused, trained
+                            recorded(results[key])[0])
+    return errors, defaults, reused, trained, differ
 
 
 def spread(values):
@@ -301,7 +356,11 @@ def main(argv=None):
     args = parse_args(argv)
     start = time.perf_counter()
     tf.config.experimental.enable_op_determinism()
-    errors, defaults, reused, trained = run(args)
+    errors, defaults, reused, trained, differ = run(args)
+    if args.rebuild:
+        print(f"{trained - len(differ)} of {trained} nets rebuilt exactly"
+              + (f"; differ: {', '.join(differ)}" if differ else ""))
+        return 1 if differ else 0
     wall = time.perf_counter() - start
     command = shlex.join(["python", "scripts/finetune_example.py",
                           *(sys.argv[1:] if argv is None else argv)])
@@ -315,4 +374,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

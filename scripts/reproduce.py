@@ -38,6 +38,8 @@ def add_run_options(parser, collected):
     parser.add_argument("--data-dir")
     parser.add_argument("--max-train-examples", type=int,
                         help="a seeded subset of the training set (smoke runs)")
+    parser.add_argument("--max-test-examples", type=int,
+                        help="a seeded subset of the test set (smoke runs; the tables say so)")
     parser.add_argument("--out", default=None)
     parser.add_argument("--no-train", action="store_true",
                         help=f"only collect finished runs into the {collected}")

@@ -59,7 +59,7 @@ def train_all(args):
         train_run(args.out / "runs" / run_name(net, seed), builder,
                   model_kwargs=dict(n=5), seed=seed, dataset=args.dataset,
                   data_dir=args.data_dir, max_train_examples=args.max_train_examples,
-                  **overrides)
+                  max_test_examples=args.max_test_examples, **overrides)
 
 
 def collect(args):
@@ -72,12 +72,17 @@ def collect(args):
     return errors
 
 
+def test_set(args):
+    return (f"a seeded {args.max_test_examples}-image test subset (a smoke run)"
+            if args.max_test_examples else "full 10k test set")
+
+
 def write_table(args, errors):
     lines = [
         f"# GR Table 3's n=5 question on {args.dataset} (not CIFAR-10): test error %",
         "",
         f"Recipe `preact_mnist` ({args.epochs or training.get_recipe('preact_mnist').epochs} "
-        f"epochs), full 10k test set; '-': not finished yet. GR's numbers are CIFAR-10's "
+        f"epochs), {test_set(args)}; '-': not finished yet. GR's numbers are CIFAR-10's "
         f"(GR Table 3), another dataset: compare the gaps, not the errors. Command:",
         "",
         "```",

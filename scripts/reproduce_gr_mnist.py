@@ -67,7 +67,8 @@ def train_all(args):
         train_run(run_folder(args.out, kind, depth, seed), f"{kind}_mlp",
                   model_kwargs=dict(depth=depth), seed=seed, dataset=args.dataset,
                   data_dir=args.data_dir, epochs=args.epochs,
-                  max_train_examples=args.max_train_examples, **overrides)
+                  max_train_examples=args.max_train_examples,
+                  max_test_examples=args.max_test_examples, **overrides)
 
 
 def final_ks(folder):

@@ -85,21 +85,30 @@ def test_copy_refuses_a_twin_of_another_depth():
 
 
 @pytest.mark.integration
-def test_quick_benchmark_prints_ratios_to_pytorch(tmp_path):
+def test_quick_benchmark_prints_ratios_to_pytorch_and_the_pruned_net(tmp_path):
     out = tmp_path / "bench.json"
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "BENCH_LOG_DIR": str(tmp_path)}
     proc = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--quick", "--rounds", "1",
          "--models", "gresnet_cifar", "--backends", "tf,pytorch", "--precisions", "float32",
-         "--json", str(out)],
+         "--pruned", "--json", str(out)],
         capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     rows = json.loads(out.read_text())
-    assert {(r["setup"], r["mode"]) for r in rows} == {
-        (s, m) for s in ("tf", "pytorch") for m in ("train", "infer")}
+    assert {(r["setup"], r["model"], r["mode"]) for r in rows} == {
+        (s, "gresnet_cifar", m) for s in ("tf", "pytorch") for m in ("train", "infer")} | {
+        ("tf", net, "infer") for net in ("gresnet_mlp100_mnist", "gresnet_mlp100_mnist-pruned")}
     assert all(r["error"] is None and min(r["ips"]) > 0 for r in rows)
     table = [line for line in proc.stdout.splitlines() if line.startswith("| gresnet_cifar |")]
     assert len(table) == 2 and "1.00x" in table[1]
+    # --pruned: the published d = 100 GResNet against itself without its
+    # closed blocks, side by side, the same function (difference exactly 0)
+    pruned = [line.split("|")[1:-1] for line in proc.stdout.splitlines()
+              if line.startswith("| gresnet_mlp100_mnist |")]
+    assert len(pruned) == 1 and pruned[0][1].strip() == "tf" and pruned[0][5].strip().endswith("x")
+    log = (tmp_path / "benchmark-tf.log").read_text()
+    assert ("gresnet_mlp100_mnist-pruned: 32 closed blocks removed, parameters 315,010 -> "
+            "138,978, largest output difference 0\n") in log
 
 
 @pytest.mark.integration

@@ -27,7 +27,7 @@ def _script(*args):
 def test_conv_table_gates_and_pruning_of_a_tiny_run(tmp_path):
     out = tmp_path / "conv"
     _script("scripts/reproduce_gr_conv.py", "--runs", "gresnet-seed0", "--epochs", "2",
-            "--max-train-examples", "256", "--out", str(out))
+            "--max-train-examples", "256", "--max-test-examples", "500", "--out", str(out))
     table = (out / "table.md").read_text()
     row = next(line for line in table.splitlines() if line.startswith("| GResNet n=5 (gated)"))
     cells = [c.strip() for c in row.strip("|").split("|")]
@@ -70,7 +70,7 @@ def test_conv_table_gates_and_pruning_of_a_tiny_run(tmp_path):
 
     # A second seed: its column in the table, and g(k) per block over both seeds.
     _script("scripts/reproduce_gr_conv.py", "--runs", "gresnet-seed1", "--epochs", "2",
-            "--max-train-examples", "256", "--out", str(out))
+            "--max-train-examples", "256", "--max-test-examples", "500", "--out", str(out))
     row = next(line for line in (out / "table.md").read_text().splitlines()
                if line.startswith("| GResNet n=5 (gated)"))
     cells = [c.strip() for c in row.strip("|").split("|")]

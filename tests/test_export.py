@@ -4,6 +4,7 @@ others refuse with one line naming the backends that do. The command line,
 and never an overwritten or half-written ``out``."""
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -209,10 +210,9 @@ def test_a_preset_folder_exports_its_model_taking_raw_pixels(tmp_path):
                                keras.ops.convert_to_numpy(model(normalised, training=False)),
                                atol=1e-4)
     contract = export.read_contract(out)
-    if format != "litert":
-        assert contract["pixels"] == "raw 0-255" and contract["preprocessing"] == statistics
-        assert contract["class_names"] == list("abcdefghij")
-        assert contract["input_shape"] == [784] and contract["input_layout"] == "flat"
+    assert contract["pixels"] == "raw 0-255" and contract["preprocessing"] == statistics
+    assert contract["class_names"] == list("abcdefghij")
+    assert contract["input_shape"] == [784] and contract["input_layout"] == "flat"
 
 
 def test_cli_bad_format_is_one_line(tmp_path, capsys):
@@ -308,9 +308,58 @@ def test_every_artefact_takes_raw_pixels_and_says_so(format, tmp_path):
     out = export.export(model, tmp_path / f"m{SUFFIX[format]}", format=format)
     # another runtime: float32 sums in other orders, ~1e-6 relative per layer
     np.testing.assert_allclose(export.load_exported(out)(raw), expected, atol=1e-4)
-    contract = export.read_contract(out)
-    if format == "litert":
-        assert contract == {}  # a LiteRT file carries none (docs/export.md)
-    else:
-        assert contract["pixels"] == "raw 0-255" and contract["preprocessing"] == statistics
-        assert contract["input_shape"] == [16, 16, 3] and contract["class_names"][3] == "3"
+    contract = export.read_contract(out)  # every format carries it, LiteRT in its metadata
+    assert contract["pixels"] == "raw 0-255" and contract["preprocessing"] == statistics
+    assert contract["input_shape"] == [16, 16, 3] and contract["class_names"][3] == "3"
+
+
+def _flatbuffer_model(entries):
+    """A LiteRT ``Model`` flatbuffer with only its ``buffers`` (field 4) and
+    ``metadata`` (field 6): ``entries`` ``{name: bytes}``, buffer 0 empty as
+    the converter leaves it. Built with the flatbuffers runtime alone."""
+    import flatbuffers
+
+    b = flatbuffers.Builder(0)
+    buffers = []
+    for payload in [None, *entries.values()]:
+        data = None if payload is None else b.CreateByteVector(payload)
+        b.StartObject(3)
+        if data is not None:
+            b.PrependUOffsetTRelativeSlot(0, data, 0)
+        buffers.append(b.EndObject())
+    names = [b.CreateString(name) for name in entries]
+    metadata = []
+    for index, name in enumerate(names, start=1):
+        b.StartObject(2)
+        b.PrependUOffsetTRelativeSlot(0, name, 0)
+        b.PrependUint32Slot(1, index, 0)
+        metadata.append(b.EndObject())
+    vectors = []
+    for items in (buffers, metadata):
+        b.StartVector(4, len(items), 4)
+        for item in reversed(items):
+            b.PrependUOffsetTRelative(item)
+        vectors.append(b.EndVector())
+    b.StartObject(8)
+    b.PrependUOffsetTRelativeSlot(4, vectors[0], 0)
+    b.PrependUOffsetTRelativeSlot(6, vectors[1], 0)
+    b.Finish(b.EndObject(), file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
+def test_a_litert_contract_is_read_with_flatbuffers_alone_and_a_corrupt_file_is_one_line(
+        tmp_path):
+    """The reader on a flatbuffer built here (any backend, no converter):
+    the contract entry found among others, none without it; a file that is
+    not a flatbuffer is one ValueError naming it."""
+    contract = {"pixels": "raw 0-255", "class_names": ["T-shirt/top", "Ankle boot"]}
+    path = tmp_path / "m.tflite"
+    path.write_bytes(_flatbuffer_model({"min_runtime_version": b"1.5.0",
+                                        export.LITERT_METADATA: json.dumps(contract).encode()}))
+    assert export.read_contract(path) == contract
+    path.write_bytes(_flatbuffer_model({"min_runtime_version": b"1.5.0"}))
+    assert export.read_contract(path) == {}
+    bad = tmp_path / "bad.tflite"
+    bad.write_bytes(b"\x10\x00\x00\x00TFL3" + b"\xff" * 40)
+    with pytest.raises(ValueError, match="bad.tflite is not a LiteRT model"):
+        export.read_contract(bad)
