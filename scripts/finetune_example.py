@@ -153,14 +153,19 @@ class Data:
             self.splits[name, split] = (images if self.raw else images / 255, labels)
         return self.splits[name, split]
 
-    def shots(self, name, shots, seed):
-        """``shots`` seeded random training images of each class."""
-        images, labels = self(name, "train")
+    def shot_index(self, name, shots, seed):
+        """The training-set positions of :meth:`shots`' images."""
+        labels = self(name, "train")[1]
         rng = np.random.default_rng(seed)
-        index = np.concatenate([
+        return np.concatenate([
             rng.choice(np.flatnonzero(labels == c), shots, replace=False)
             for c in range(CLASSES)
         ])
+
+    def shots(self, name, shots, seed):
+        """``shots`` seeded random training images of each class."""
+        images, labels = self(name, "train")
+        index = self.shot_index(name, shots, seed)
         return images[index], labels[index]
 
 

@@ -38,7 +38,9 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from finetune_example import CLASSES, DIRECTIONS, NETS, TITLES, Data, build, test_error  # noqa: E402
+from finetune_example import (  # noqa: E402
+    CLASSES, DIRECTIONS, NETS, TITLES, Data, build, new_defaults, test_error,
+)
 from keras_gresnet import files, finetune  # noqa: E402
 from reproduce import paired_interval  # noqa: E402
 
@@ -55,13 +57,13 @@ def grid_value(text):
     if not values:
         raise argparse.ArgumentTypeError(f"--grid wants NAME=V1,V2,..., got {text!r}")
 
-    def parse(value):
-        try:
-            number = float(value)
-        except ValueError:
-            return value
-        return int(number) if number.is_integer() and "." not in value and "e" not in value \
-            else number
+    def parse(value):  # 50 -> int, 0.01 and 1e-3 -> float, adam -> str
+        for kind in (int, float):
+            try:
+                return kind(value)
+            except ValueError:
+                pass
+        return value
 
     return name, [parse(v) for v in values.split(",")]
 
@@ -97,11 +99,9 @@ def parse_args(argv=None):
 
 def validation_split(sets, target, shots, seed, per_class):
     """``per_class`` training images of each class that are not among the
-    seed's ``shots`` (:meth:`Data.shots`' draw), seeded."""
+    seed's ``shots`` (:meth:`Data.shot_index`), seeded."""
     images, labels = sets(target, "train")
-    rng = np.random.default_rng(seed)
-    taken = np.concatenate([rng.choice(np.flatnonzero(labels == c), shots, replace=False)
-                            for c in range(CLASSES)])
+    taken = sets.shot_index(target, shots, seed)
     free = np.ones(len(labels), bool)
     free[taken] = False
     rng = np.random.default_rng([seed, shots])
@@ -115,9 +115,7 @@ def current_defaults(net, names):
     """finetune()'s defaults today for the settings ``names`` (``full_lr``:
     the net kind's, :func:`keras_gresnet.finetune.default_full_lr`), as a
     point's JSON."""
-    defaults = dict(finetune.finetune.__kwdefaults__)
-    defaults["full_lr"] = (finetune.DENSE_FULL_LR if net == "gresnet_mlp"
-                           else finetune.CONV_FULL_LR)
+    defaults = {**finetune.finetune.__kwdefaults__, **new_defaults(net)}
     return json.dumps({name: defaults[name] for name in names}, sort_keys=True)
 
 
