@@ -201,7 +201,9 @@ def precheck_train(args, extra):
     is imported, in a fraction of a second: an unknown model (did you mean),
     an option that is neither a recipe field nor the builder's argument (did
     you mean), and a picture folder given as --data-dir without --dataset
-    folder (which would be read as the model's own dataset)."""
+    folder (which would be read as the model's own dataset), and an --out
+    folder that another live trainer holds (its lock; checked again, and
+    taken, once the run starts)."""
     from keras_gresnet import _catalog
     from keras_gresnet._checks import did_you_mean
 
@@ -222,6 +224,10 @@ def precheck_train(args, extra):
             raise ValueError(f"{flag} is not an option of train {args.model}"
                              f"{did_you_mean(flag, flags)}; options: the run's (--help), the "
                              f"recipe's fields (--help lists them) and the builder's arguments")
+    if args.out is not None and os.path.isdir(args.out):
+        from keras_gresnet.runlock import RunLock
+
+        RunLock(args.out).check()
     if args.dataset is None and args.data_dir is not None:
         from keras_gresnet.data.folders import looks_like_picture_folder
 
@@ -262,8 +268,11 @@ def cmd_evaluate(args, extra):
 
     if extra:
         raise ValueError(f"unexpected arguments {extra}")
+    if args.max_examples is not None and args.max_examples < 1:
+        raise ValueError(f"--max-examples {args.max_examples}: evaluate at least 1 test picture "
+                         f"(an integer >= 1)")
     result = training.evaluate(args.path, dataset=args.dataset, data_dir=args.data_dir,
-                               preprocessing=args.preprocessing)
+                               preprocessing=args.preprocessing, max_examples=args.max_examples)
     # Standard JSON: a non-finite number (a diverged net's loss) is null.
     print(json.dumps({k: v if not isinstance(v, float) or math.isfinite(v) else None
                       for k, v in result.items()}, indent=2, allow_nan=False))
@@ -555,6 +564,8 @@ def build_parser():
     p.add_argument("--data-dir", help="where the dataset's files (or a picture folder) are")
     p.add_argument("--preprocessing", help="only for a model that records none: scale, mean "
                    "or meanstd, fitted on the dataset's training split")
+    p.add_argument("--max-examples", type=int, metavar="N",
+                   help="only the first N test pictures (a quick check, not the test error)")
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("gates", help="k and g(k) of every gate of a model")

@@ -20,7 +20,7 @@ PACKAGE = "keras_gresnet"
 ORDER = [
     ("_version", "_checks", "_cpu", "_paths", "_catalog", "papers", "_pixels", "files",
      "optimizers"),
-    ("_options",),
+    ("_options", "runlock"),
     ("data",),
     ("layers",),
     ("weights",),

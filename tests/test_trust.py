@@ -689,7 +689,7 @@ def test_a_run_lock_refuses_a_live_holder_and_takes_over_a_dead_ones(tmp_path):
     from another host is never taken, and release removes only our own."""
     import socket
 
-    from keras_gresnet.training.runs import RunLock
+    from keras_gresnet.runlock import RunLock
 
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -735,7 +735,8 @@ def test_two_trainers_on_one_folder_the_second_is_refused(tmp_path):
     first holds the folder (paused there with SIGSTOP, so that it is still
     training whatever the machine's speed): the first finishes with its own
     results; the second (and an ``--overwrite``) is refused in one line,
-    exit 2, without touching the folder."""
+    exit 2, without touching the folder, and before Keras is imported (it
+    cannot import Keras or TensorFlow here)."""
     import signal
     import time
 
@@ -752,8 +753,11 @@ def test_two_trainers_on_one_folder_the_second_is_refused(tmp_path):
         time.sleep(0.01)
     first.send_signal(signal.SIGSTOP)
     held = tree(out)
+    without_keras = [sys.executable, "-c", "import sys; sys.modules['keras'] = None; "
+                     "sys.modules['tensorflow'] = None; from keras_gresnet.cli import main; "
+                     "sys.exit(main(sys.argv[1:]))", *command[3:]]
     for extra in ([], ["--overwrite"]):
-        second = subprocess.run(command + extra, env=env, capture_output=True, text=True,
+        second = subprocess.run(without_keras + extra, env=env, capture_output=True, text=True,
                                 timeout=300)
         assert first.poll() is None, "the first run ended before the second was refused"
         assert second.returncode == 2, second.stderr[-2000:]

@@ -603,6 +603,33 @@ def test_cards_name_the_papers_result_and_the_code_licence():
     assert "GR Table 1 (MNIST, d=50): 60.37% test error" in plain and "mean k" not in plain
 
 
+def test_the_data_config_states_what_the_model_takes():
+    """timm's pretrained_cfg data fields, from the registry entry alone, say
+    what the model does: its input size and channels as loaded, and the
+    stated (pixels / 255 - mean) / std is preprocess_input's arithmetic."""
+    for entry in weights.list_weights():
+        config = weights.data_config(entry)
+        assert config["input_size"] == entry["input_shape"]
+        assert config["channels"] == {1: "grey", 3: "RGB"}[entry["input_shape"][-1]]
+        assert config["pixels"] == "raw 0-255" and config["classes"] == entry["classes"]
+        assert config["mean"] is None or len(config["mean"]) == entry["input_shape"][-1]
+    pixels = np.random.default_rng(0).integers(0, 256, (2, 28, 28, 1)).astype("uint8")
+    for name in ("gresnet_mlp2_mnist", "gresnet_cifar5_fashion_mnist"):
+        config = weights.data_config(name)
+        assert config["mean"] is not None and config["preprocessing"] in ("scale", "mean")
+        assert list(zoo.resolve(name).model.input_shape[1:]) == config["input_size"]
+        stated = (pixels / 255 - np.float32(config["mean"])) / np.float32(config["std"])
+        # float32 arithmetic of values below 1: a few units of 2**-24 apart at most
+        np.testing.assert_allclose(kg.preprocess_input(pixels, name), stated, atol=1e-6)
+        card = weights.model_card(weights.get_weights(name))
+        assert "- data config: 28x28x1 (grey, NHWC), 10 classes" in card
+        assert f"preprocessing {config['preprocessing']!r}" in card
+    untrained = weights.data_config("gresnet_cifar5_cifar10")
+    assert untrained["input_size"] == [32, 32, 3] and untrained["mean"] is None
+    assert "statistics fitted on the training split" in weights.model_card(
+        weights.get_weights("gresnet_cifar5_cifar10"))
+
+
 def test_committed_model_cards_are_the_generated_ones():
     """zoo/cards/NAME.md (scripts/write_model_cards.py) for every published
     entry, equal to what `keras-gresnet weights show NAME` prints."""

@@ -7,7 +7,7 @@ the pixel contract every door keeps), and the test metrics on it."""
 import numpy as np
 
 from keras_gresnet import data, zoo
-from keras_gresnet._checks import check_choice
+from keras_gresnet._checks import check_choice, check_int
 from keras_gresnet.training.loss import cross_entropy, logits_head
 
 
@@ -105,15 +105,21 @@ def test_data(config=None, *, dataset=None, data_dir=None, preprocessing=None, b
     return dataset_, dataset, len(labels)
 
 
-def evaluate(source, *, dataset=None, data_dir=None, batch_size=256, preprocessing=None):
+def evaluate(source, *, dataset=None, data_dir=None, batch_size=256, preprocessing=None,
+             max_examples=None):
     """Test loss, accuracy and error of the model of ``source`` (anything
     :func:`keras_gresnet.zoo.resolve` takes) on raw 0-255 pixels of its test
     set (:func:`test_set`), its recorded preprocessing applied inside the
     model (:func:`keras_gresnet.zoo.raw_pixels_model`).
     ``preprocessing`` (``"scale"``, ``"mean"``, ``"meanstd"``, fitted on
-    the training split): only for a source that records none."""
+    the training split): only for a source that records none.
+    ``max_examples``: only the first that many test pictures (a quick
+    check; the error is then not the test set's)."""
+    if max_examples is not None:
+        max_examples = check_int(max_examples, "max_examples", 1)
     resolved = zoo.resolve(source)  # once: a file or a download is loaded one time
     images, labels, dataset = test_set(resolved, dataset=dataset, data_dir=data_dir)
+    images, labels = images[:max_examples], labels[:max_examples]
     resolved = with_preprocessing(resolved, preprocessing, dataset, data_dir)
     model = zoo.raw_pixels_model(resolved)
     x = fitted_pixels(images, model)

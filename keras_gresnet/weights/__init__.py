@@ -49,6 +49,7 @@ from keras_gresnet.weights.registry import (
     STATUSES,
     SUFFIXES,
     WeightsError,
+    data_config,
     get_weights,
     list_weights,
     model_card,
@@ -60,7 +61,7 @@ __all__ = [
     "CACHE_SUBDIR", "CARD_FIELDS", "DEFAULT_BASE_URL", "DEFAULT_TIMEOUT", "FIELDS", "FILE_FIELDS", "MANIFEST",
     "NOT_TRAINED", "PRESET_CONFIG", "PRESET_METADATA", "PRESET_WEIGHTS", "PUBLISHED",
     "STATUSES", "SUFFIXES", "TIMEOUT_ENV", "URL_ENV", "WeightsError", "base_url",
-    "cache_folder", "check_argument", "check_fits", "get_weights",
+    "cache_folder", "check_argument", "check_fits", "data_config", "get_weights",
     "list_weights", "model_card", "published", "resolve", "sha256_of", "source_kind", "verify_cache", "weights_path",
     "write_registry", "write_release",
 ]

@@ -204,6 +204,51 @@ def get_weights(name):
     )
 
 
+# How a picture of another size reaches a model's input: the picture
+# folders' rule (keras_gresnet.data.folders), which predict, evaluate --dataset
+# folder and finetune on a folder apply.
+INTERPOLATION = "bilinear"
+CROP = "centre crop to the input's aspect ratio"
+
+
+def data_config(entry):
+    """What the model of registry entry ``entry`` (a dict or a name) takes,
+    as timm's ``pretrained_cfg`` data fields, from the entry alone (no
+    Keras): ``input_size`` (height, width, channels), ``channels``
+    (``"grey"``/``"RGB"``), ``layout``, ``pixels`` (what every command and
+    exported artefact takes), the ``preprocessing`` method with its ``mean``
+    and ``std`` (of pixels / 255, per channel; ``None`` until trained: they
+    are fitted on the training split), what ``model.predict`` takes, and
+    ``interpolation`` and ``crop`` for pictures of another size."""
+    if isinstance(entry, str):
+        entry = get_weights(entry)
+    shape = list(entry["input_shape"])
+    preprocessing = entry["preprocessing"]
+    return dict(
+        input_size=shape, channels="grey" if shape[-1] == 1 else "RGB", layout="NHWC",
+        pixels="raw 0-255", preprocessing=preprocessing["method"],
+        mean=preprocessing.get("mean"), std=preprocessing.get("std"),
+        model_input="(pixels / 255 - mean) / std (keras_gresnet.preprocess_input)",
+        interpolation=INTERPOLATION, crop=CROP, classes=entry["classes"],
+    )
+
+
+def _data_config_line(entry):
+    config = data_config(entry)
+    height, width, channels = config["input_size"]
+
+    def numbers(values):
+        return "[" + ", ".join(f"{v:.4f}" for v in values) + "]"
+
+    statistics = (f"mean {numbers(config['mean'])}, std {numbers(config['std'])} of pixels / 255"
+                  if config["mean"] is not None else "statistics fitted on the training split")
+    return (f"- data config: {height}x{width}x{channels} ({config['channels']}, NHWC), "
+            f"{config['classes']} classes; every command and export takes raw 0-255 pixels; "
+            f"the Keras model takes (pixels / 255 - mean) / std, preprocessing "
+            f"{config['preprocessing']!r}, {statistics} (`keras_gresnet.preprocess_input`); "
+            f"another size: {config['crop']}, then {config['interpolation']} resize")
+
+
 # The package's licence (pyproject.toml, LICENSE), on every model card.
 CODE_LICENSE = "Apache-2.0 (keras-gresnet's LICENSE file)"
 
@@ -223,8 +268,8 @@ def model_card(entry):
         f"{entry['params']:,} trainable parameters",
         f"- architecture: {MODELS.get(entry['builder'], 'not recorded')}",
         f"- in the paper: {paper_result(entry['builder'], entry['builder_kwargs'], entry['dataset']) or 'not reported'}",
-        f"- data: {entry['dataset']}, input shape {tuple(entry['input_shape'])}, "
-        f"{entry['classes']} classes, preprocessing {entry['preprocessing']['method']!r}",
+        f"- data: {entry['dataset']}",
+        _data_config_line(entry),
         f"- status: {entry['status']}",
         f"- test error: {field('test_error_percent', lambda v: f'{v:.2f}%')} "
         f"(the dataset's full test set)",
