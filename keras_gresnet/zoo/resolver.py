@@ -22,7 +22,6 @@ Every door that takes pictures calls one of the two.
 """
 
 import dataclasses
-import difflib
 import json
 import os
 import stat
@@ -32,6 +31,7 @@ from pathlib import Path
 import keras
 import numpy as np
 
+from keras_gresnet._checks import did_you_mean
 from keras_gresnet._pixels import scale_offset
 from keras_gresnet.data.datasets import DATASETS
 from keras_gresnet.files import read_json
@@ -167,8 +167,7 @@ def _entry(name, argument):
             hint = (f"{name!r} is a builder: zoo.{name}(weights=...) builds it with weights "
                     f"(its published names: {', '.join(own) or 'none yet'})")
         else:
-            close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
-            hint = f"did you mean {' or '.join(map(repr, close))}?" if close else \
+            hint = did_you_mean(name, names, spell=repr).strip(" ()") or \
                 "`keras-gresnet weights list` shows the published names"
         raise ValueError(f"{argument}={name!r} is not a published weights name, nor a path: "
                          f"{hint}; {argument} accepts {ACCEPTED}") from None
