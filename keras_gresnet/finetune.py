@@ -26,8 +26,9 @@ few-shot transfer between MNIST and Fashion-MNIST against training from
 scratch on the same images with the same budget
 (``scripts/finetune_example.py``, its results in
 ``zoo/results/finetune/table.md``); the learning rates are chosen on a
-validation split held out of the training images, never a test image
-(``scripts/finetune_select.py``, ``zoo/results/finetune_select/``).
+validation split held out of the training images, never a test image, and so
+is the full phase's length (``scripts/finetune_select.py``,
+``zoo/results/finetune_select/``).
 
 BatchNormalization stays in inference mode in both phases, as the guide
 advises for fine-tuning: a Keras 3 BN layer with ``trainable=False`` normalises
@@ -380,16 +381,28 @@ def _cosine(lr, epochs):
     )
 
 
-# Phase 2's learning rate by the kind of net (measured: finetune's docstring).
+# Phase 2's learning rate and length by the kind of net, each chosen on a
+# validation split (finetune's docstring).
 DENSE_FULL_LR, CONV_FULL_LR = 2e-2, 1e-3
+DENSE_FULL_EPOCHS, CONV_FULL_EPOCHS = 50, 25
+
+
+def _convolutional(model):
+    return any(isinstance(layer, keras.layers.Conv2D) for layer in all_layers(model))
 
 
 def default_full_lr(model):
     """:func:`finetune`'s phase-2 learning rate for ``model`` (a
     ``keras.Model``): :data:`CONV_FULL_LR` for a net with a convolution,
     else :data:`DENSE_FULL_LR`."""
-    convolutional = any(isinstance(layer, keras.layers.Conv2D) for layer in all_layers(model))
-    return CONV_FULL_LR if convolutional else DENSE_FULL_LR
+    return CONV_FULL_LR if _convolutional(model) else DENSE_FULL_LR
+
+
+def default_full_epochs(model):
+    """:func:`finetune`'s phase-2 epochs for ``model`` (a ``keras.Model``):
+    :data:`CONV_FULL_EPOCHS` for a net with a convolution, else
+    :data:`DENSE_FULL_EPOCHS`."""
+    return CONV_FULL_EPOCHS if _convolutional(model) else DENSE_FULL_EPOCHS
 
 
 def finetune(
@@ -399,7 +412,7 @@ def finetune(
     classes,
     validation_data=None,
     head_epochs=5,
-    full_epochs=25,
+    full_epochs=None,
     head_lr=1e-2,
     full_lr=None,
     optimizer="adam",
@@ -451,11 +464,14 @@ def finetune(
             head's. The transfer itself happens in phase 2: the head alone,
             on the frozen body, ends far worse.
         full_epochs: epochs of phase 2 (everything); 0 skips it. Default
-            25; ``head_epochs + full_epochs`` is the budget a from-scratch
-            run is compared at. On a validation split (``head_lr`` and
-            ``full_lr`` below) 50 did 0.45 points better for GR's MLPs
-            (paired 95% interval [-0.71, -0.18]; 15 did 0.74 worse) at twice
-            the time; the default has not moved yet (docs/models.md).
+            ``None``: the net's (:func:`default_full_epochs`), 50 for GR's
+            fully-connected nets and 25 for a convolutional net;
+            ``head_epochs + full_epochs`` is the budget a from-scratch run
+            is compared at. Chosen on the validation split of ``full_lr``
+            below: for the MLPs 50 did 0.45 points better than 25 (paired
+            95% interval [-0.71, -0.18]; 15 did 0.74 worse), at twice the
+            time; for the conv net 50 was 0.84 points lower, not beyond noise
+            (interval [-2.51, +0.83], 2 seeds), so 25 stays.
         head_lr: phase 1's learning rate. Default 1e-2: with a few steps per
             epoch, the guide's 1e-3 leaves the head far from fitted after
             ``head_epochs``; on a validation split neither 1e-3 nor 3e-2 did
@@ -505,7 +521,8 @@ def finetune(
     """
     classes = check_int(classes, "classes", 1)
     head_epochs = check_int(head_epochs, "head_epochs", 0)
-    full_epochs = check_int(full_epochs, "full_epochs", 0)
+    if full_epochs is not None:
+        full_epochs = check_int(full_epochs, "full_epochs", 0)
     head_lr = check_positive(head_lr, "head_lr")
     if full_lr is not None:
         full_lr = check_positive(full_lr, "full_lr")
@@ -516,6 +533,7 @@ def finetune(
     resolved = zoo.resolve(model)
     source = resolved.model
     full_lr = default_full_lr(source) if full_lr is None else full_lr
+    full_epochs = default_full_epochs(source) if full_epochs is None else full_epochs
     class_names = dataset_class_names(train_data) if _is_batches(train_data) else None
     if isinstance(train_data, (str, os.PathLike)):
         train_data, folder_test, class_names = _folder_data(train_data, source, classes)

@@ -87,12 +87,16 @@ NETS = {
 
 def new_defaults(net):
     """finetune()'s current defaults for ``net``, as the ``SETTINGS`` of
-    OLD_DEFAULTS (``full_lr=None`` is the net's: finetune.default_full_lr)."""
+    OLD_DEFAULTS (``None`` is the net's kind's: finetune.default_full_lr,
+    finetune.default_full_epochs)."""
     parameters = inspect.signature(finetune.finetune).parameters
     defaults = {name: parameters[name].default for name in SETTINGS}
+    dense = net == "gresnet_mlp"
     if defaults["full_lr"] is None:
-        defaults["full_lr"] = (finetune.DENSE_FULL_LR if net == "gresnet_mlp"
-                               else finetune.CONV_FULL_LR)
+        defaults["full_lr"] = finetune.DENSE_FULL_LR if dense else finetune.CONV_FULL_LR
+    if defaults["full_epochs"] is None:
+        defaults["full_epochs"] = (finetune.DENSE_FULL_EPOCHS if dense
+                                   else finetune.CONV_FULL_EPOCHS)
     return defaults
 
 

@@ -141,7 +141,8 @@ def default_and_scratch_errors(seed, shots=100, **overrides):
     settings = {name: parameter.default for name, parameter
                 in inspect.signature(finetune.finetune).parameters.items()}
     settings.update(overrides)
-    epochs, batch = settings["head_epochs"] + settings["full_epochs"], settings["batch_size"]
+    full_epochs = settings["full_epochs"] or finetune.default_full_epochs(pretrained)
+    epochs, batch = settings["head_epochs"] + full_epochs, settings["batch_size"]
     keras.utils.set_random_seed(seed)
     recipe = training.get_recipe("gr_mnist", epochs=epochs, batch_size=batch)
     scratch = recipe.apply_to(zoo.gresnet_mlp(depth=2, input_shape=(28, 28, 1), classes=10))
@@ -157,7 +158,7 @@ def test_default_finetune_is_not_worse_than_scratch():
     assert tuned <= scratch + MARGIN, (tuned, scratch)
 
 
-def test_phase_two_starts_at_the_nets_own_rate():
+def test_phase_two_takes_the_nets_own_rate_and_length():
     # A convolutional net diverged at the MLPs' 2e-2 (chance-level error
     # after fine-tuning GR's CIFAR net, zoo/results/finetune_conv): full_lr
     # left out is the net's kind's, given it is the caller's.
@@ -165,6 +166,9 @@ def test_phase_two_starts_at_the_nets_own_rate():
     dense = zoo.gresnet_mlp(depth=2, input_shape=(64,), classes=3)
     assert finetune.default_full_lr(conv) == finetune.CONV_FULL_LR == 1e-3
     assert finetune.default_full_lr(dense) == finetune.DENSE_FULL_LR == 2e-2
+    # and so is its length (chosen on a validation split: docs/models.md)
+    assert finetune.default_full_epochs(conv) == finetune.CONV_FULL_EPOCHS == 25
+    assert finetune.default_full_epochs(dense) == finetune.DENSE_FULL_EPOCHS == 50
     rng = np.random.default_rng(0)
     for model, shape in ((conv, (8, 8, 1)), (dense, (64,))):
         x, y = rng.random((8, *shape), dtype="float32"), rng.integers(0, 2, 8)
@@ -172,6 +176,8 @@ def test_phase_two_starts_at_the_nets_own_rate():
             _, history = finetune.finetune(model, (x, y), classes=2, head_epochs=0,
                                            full_epochs=1, full_lr=given, verbose=0)
             assert history["full"]["learning_rate"][0] == pytest.approx(expected), model.name
+        _, history = finetune.finetune(model, (x, y), classes=2, head_epochs=0, verbose=0)
+        assert len(history["full"]["loss"]) == finetune.default_full_epochs(model), model.name
 
 
 def test_head_phase_trains_only_the_head(task):
