@@ -1,6 +1,16 @@
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Under pytest-xdist, one thread of arithmetic per worker (and per process a
+# test starts): N workers on N cores, each with the backends' default of one
+# thread per core, would run N x N spinning threads on N cores. Set before
+# any backend starts; a variable the caller set is kept.
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    for _variable in ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS"):
+        os.environ.setdefault(_variable, "1")
+    if "intra_op_parallelism_threads" not in os.environ.get("XLA_FLAGS", ""):
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen"
+                                   "=false intra_op_parallelism_threads=1").strip()
 
 import keras  # noqa: E402
 import pytest  # noqa: E402
