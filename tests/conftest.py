@@ -8,9 +8,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
     for _variable in ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS"):
         os.environ.setdefault(_variable, "1")
-    if "intra_op_parallelism_threads" not in os.environ.get("XLA_FLAGS", ""):
-        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen"
-                                   "=false intra_op_parallelism_threads=1").strip()
+    # (XLA takes --flags only: a bare word there ends its parsing, and every
+    # flag after it, e.g. a test's --xla_force_host_platform_device_count, is lost)
+    if "xla_cpu_multi_thread_eigen" not in os.environ.get("XLA_FLAGS", ""):
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                                   + " --xla_cpu_multi_thread_eigen=false").strip()
 
 import keras  # noqa: E402
 import pytest  # noqa: E402
