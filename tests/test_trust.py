@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from keras_gresnet import _catalog, cli, data, files, training, zoo
+from keras_gresnet import _catalog, cli, data, files, training, weights, zoo
 
 TINY = ["--dataset", "fashion_mnist", "--max-train-examples", "256",
         "--max-test-examples", "200", "--epochs", "1"]
@@ -544,8 +544,8 @@ def _write_catalog():
 
 def test_catalog_is_generated_from_the_registry_and_the_recipes():
     """``_catalog.py`` (what ``list`` and ``train --help`` show without Keras)
-    and the table of models in ``docs/models.md`` are exactly what
-    ``scripts/write_catalog.py`` generates today."""
+    and the tables of models in ``docs/models.md`` and ``README.md`` are
+    exactly what ``scripts/write_catalog.py`` generates today."""
     expected = {name: (zoo.model_builder(name).__doc__ or "").strip().splitlines()[0]
                 for name in zoo.list_models()}
     assert _catalog.MODELS == expected
@@ -565,6 +565,17 @@ def test_catalog_is_generated_from_the_registry_and_the_recipes():
         "docs/models.md's table is out of date: run python scripts/write_catalog.py")
     rows = [line for line in writer.models_table().splitlines()[2:]]
     assert [row.split("`")[1] for row in rows] == zoo.list_models()
+    # and the README's table of the papers' models: every builder with weights in
+    # the registry has its row, and the row shows each published file's error
+    assert writer.README.read_text() == writer.readme_text(), (
+        "README.md's table of models is out of date: run python scripts/write_catalog.py")
+    rows = {row.split("`")[1]: row
+            for row in writer.models_table(paper_models_only=True).splitlines()[2:]}
+    for entry in weights.list_weights():
+        shown = (f"{entry['test_error_percent']:.2f}%" if entry["status"] == weights.PUBLISHED
+                 else "not yet trained")
+        assert shown in rows[entry["builder"]], (entry["name"], rows[entry["builder"]])
+    assert "GR Table 3, n=5, 32 layers (CIFAR-10): 6.67%" in rows["gresnet_cifar"]
 
 
 def test_train_help_lists_every_recipe_field_recipe_and_dataset(capsys):
