@@ -200,7 +200,7 @@ def readme_text():
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true",
-                        help="exit 1 if keras_gresnet/_catalog.py is out of date")
+                        help="exit 1 if a generated file is out of date")
     args = parser.parse_args(argv)
     stale = 0
     for path, text in ((CATALOG, catalog_text()), (DOCS, docs_text()),

@@ -624,6 +624,8 @@ def test_the_data_config_states_what_the_model_takes():
         card = weights.model_card(weights.get_weights(name))
         assert "- data config: 28x28x1 (grey, NHWC), 10 classes" in card
         assert f"preprocessing {config['preprocessing']!r}" in card
+    flat = weights.data_config(dict(weights.get_weights("gresnet_mlp2_mnist"), input_shape=[784]))
+    assert flat["layout"] == "flat" and flat["channels"] is None and flat["crop"] is None
     untrained = weights.data_config("gresnet_cifar5_cifar10")
     assert untrained["input_size"] == [32, 32, 3] and untrained["mean"] is None
     assert "statistics fitted on the training split" in weights.model_card(

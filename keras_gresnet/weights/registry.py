@@ -224,29 +224,36 @@ def data_config(entry):
         entry = get_weights(entry)
     shape = list(entry["input_shape"])
     preprocessing = entry["preprocessing"]
+    picture = len(shape) == 3  # else a flat input: no picture to resize
     return dict(
-        input_size=shape, channels="grey" if shape[-1] == 1 else "RGB", layout="NHWC",
-        pixels="raw 0-255", preprocessing=preprocessing["method"],
+        input_size=shape,
+        channels={1: "grey", 3: "RGB"}.get(shape[-1], f"{shape[-1]} channels") if picture
+        else None,
+        layout="NHWC" if picture else "flat", pixels="raw 0-255",
+        preprocessing=preprocessing["method"],
         mean=preprocessing.get("mean"), std=preprocessing.get("std"),
         model_input="(pixels / 255 - mean) / std (keras_gresnet.preprocess_input)",
-        interpolation=INTERPOLATION, crop=CROP, classes=entry["classes"],
+        interpolation=INTERPOLATION if picture else None, crop=CROP if picture else None,
+        classes=entry["classes"],
     )
 
 
 def _data_config_line(entry):
     config = data_config(entry)
-    height, width, channels = config["input_size"]
+    size = "x".join(map(str, config["input_size"]))
+    layout = f"{config['channels']}, {config['layout']}" if config["channels"] else "flat"
 
     def numbers(values):
         return "[" + ", ".join(f"{v:.4f}" for v in values) + "]"
 
     statistics = (f"mean {numbers(config['mean'])}, std {numbers(config['std'])} of pixels / 255"
                   if config["mean"] is not None else "statistics fitted on the training split")
-    return (f"- data config: {height}x{width}x{channels} ({config['channels']}, NHWC), "
-            f"{config['classes']} classes; every command and export takes raw 0-255 pixels; "
-            f"the Keras model takes (pixels / 255 - mean) / std, preprocessing "
-            f"{config['preprocessing']!r}, {statistics} (`keras_gresnet.preprocess_input`); "
-            f"another size: {config['crop']}, then {config['interpolation']} resize")
+    resize = (f"; another size: {config['crop']}, then {config['interpolation']} resize"
+              if config["crop"] else "")
+    return (f"- data config: {size} ({layout}), {config['classes']} classes; every command "
+            f"and export takes raw 0-255 pixels; the Keras model takes (pixels / 255 - mean) / "
+            f"std, preprocessing {config['preprocessing']!r}, {statistics} "
+            f"(`keras_gresnet.preprocess_input`){resize}")
 
 
 # The package's licence (pyproject.toml, LICENSE), on every model card.
