@@ -87,16 +87,16 @@ NETS = {
 
 def new_defaults(net):
     """finetune()'s current defaults for ``net``, as the ``SETTINGS`` of
-    OLD_DEFAULTS (``None`` is the net's kind's: finetune.default_full_lr,
-    finetune.default_full_epochs)."""
+    OLD_DEFAULTS (``None`` is the net's kind's: finetune.default_full_lr and
+    finetune.default_full_epochs, asked of the net built without values)."""
     parameters = inspect.signature(finetune.finetune).parameters
     defaults = {name: parameters[name].default for name in SETTINGS}
-    dense = net == "gresnet_mlp"
-    if defaults["full_lr"] is None:
-        defaults["full_lr"] = finetune.DENSE_FULL_LR if dense else finetune.CONV_FULL_LR
-    if defaults["full_epochs"] is None:
-        defaults["full_epochs"] = (finetune.DENSE_FULL_EPOCHS if dense
-                                   else finetune.CONV_FULL_EPOCHS)
+    with keras.StatelessScope():  # the kind of net only: no weights needed
+        model = zoo.get_model(net, **{NETS[net]["size"]: NETS[net]["sizes"][0]})
+    for name, default in (("full_lr", finetune.default_full_lr),
+                          ("full_epochs", finetune.default_full_epochs)):
+        if defaults[name] is None:
+            defaults[name] = default(model)
     return defaults
 
 

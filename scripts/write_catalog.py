@@ -125,13 +125,14 @@ def _paper_cell(name, builder):
     return "; ".join(f"{where}: {', '.join(errors)}" for where, errors in found.items()) or "-"
 
 
-def _weights_cell(name, builder):
-    """The registry's entries of ``name``, grouped by dataset: the published
-    ones with their test error, and those listed but not yet trained."""
+def _weights_cell(name, builder, entries):
+    """The registry's ``entries`` of ``name``, grouped by dataset: the
+    published ones with their test error, and those listed but not yet
+    trained."""
     from keras_gresnet import weights
 
     found = {}
-    for entry in weights.list_weights():
+    for entry in entries:
         if entry["builder"] != name:
             continue
         config = entry["builder_kwargs"]
@@ -153,8 +154,9 @@ def models_table(*, paper_models_only=False):
     line, paper configurations, what the papers report for them, the
     registry's weights (test error % on the dataset's full test set), and
     (in full) family, default recipe and dataset."""
-    from keras_gresnet import zoo
+    from keras_gresnet import weights, zoo
 
+    entries = weights.list_weights()  # read once, not once a builder
     if paper_models_only:
         rows = ["| builder | what | in the paper (test error) | weights here (test error) |",
                 "|---|---|---|---|"]
@@ -165,7 +167,7 @@ def models_table(*, paper_models_only=False):
     for name in zoo.list_models():
         builder = zoo.model_builder(name)
         what = (builder.__doc__ or "").strip().splitlines()[0].replace("|", "\\|")
-        paper, published = _paper_cell(name, builder), _weights_cell(name, builder)
+        paper, published = _paper_cell(name, builder), _weights_cell(name, builder, entries)
         if paper_models_only:
             if paper != "-" or published != "-":
                 rows.append(f"| `{name}` | {what} | {paper} | {published} |")
