@@ -390,13 +390,16 @@ def cmd_predict(args, extra):
     (:func:`keras_gresnet.zoo.preprocess_input`)."""
     import numpy as np
 
-    from keras_gresnet import predictions, zoo
+    from keras_gresnet import export, predictions, zoo
 
     # main() listed the pictures before the backend was imported
     paths, problems = getattr(args, "prechecked", None) or precheck_predict(args, extra)
-    resolved = zoo.resolve(args.model)
-    model = resolved.model
-    shape = predictions.model_input_shape(model)
+    if export.is_artefact(args.model):  # its own runtime; the contract gives the rest
+        shape, names, run = predictions.exported_predictor(args.model)
+        resolved = None
+    else:
+        resolved = zoo.resolve(args.model)
+        shape, names = predictions.model_input_shape(resolved.model), resolved.class_names
     read = []
     for path in paths:  # a bad picture is reported, the others predicted
         try:
@@ -407,17 +410,22 @@ def cmd_predict(args, extra):
         print(f"keras-gresnet predict: skipped {problem}", file=sys.stderr)
     if not read:
         return 2
-    x = resolved.preprocess(np.stack([picture for _, picture in read]))
-    if len(model.input_shape) == 2:  # a flat input (GR's MLPs take 784 pixels)
-        x = x.reshape(len(x), -1)
-    probabilities = np.asarray(model.predict(x, verbose=0))
-    names = resolved.class_names or [str(i) for i in range(probabilities.shape[1])]
+    pictures = np.stack([picture for _, picture in read])
+    if resolved is None:
+        probabilities = run(pictures)
+    else:
+        model = resolved.model
+        x = resolved.preprocess(pictures)
+        if len(model.input_shape) == 2:  # a flat input (GR's MLPs take 784 pixels)
+            x = x.reshape(len(x), -1)
+        probabilities = np.asarray(model.predict(x, verbose=0))
+    names = names or [str(i) for i in range(probabilities.shape[1])]
     top = min(args.top, probabilities.shape[1])
     rows = predictions.decode_predictions(probabilities, names, top)
     for (path, _), row in zip(read, rows):
         print(f"{predictions.printable(path)}: "
               + ", ".join(f"{name} {100 * p:.1f}%" for name, p in row))
-    if resolved.preprocessing is None and not resolved.takes_raw_pixels:
+    if resolved is not None and resolved.preprocessing is None and not resolved.takes_raw_pixels:
         print("note: the source records no preprocessing; pixels were scaled to [0, 1]",
               file=sys.stderr)
     return 1 if problems else 0
@@ -589,7 +597,9 @@ def build_parser():
     p.set_defaults(func=cmd_prune)
 
     p = sub.add_parser("predict", help="the top classes of pictures, with probabilities")
-    p.add_argument("model", help=_SOURCE_HELP)
+    p.add_argument("model", help=_SOURCE_HELP + ", or an artefact of `keras-gresnet export` "
+                   "(.onnx, .tflite, SavedModel folder), run by its own runtime: onnxruntime "
+                   "is the fastest on a CPU (docs/benchmarks.md)")
     p.add_argument("images", nargs="+",
                    help="picture files (PNG, JPEG, ...), folders of them, or globs "
                         "('shots/*.jpg'); a picture that cannot be read is reported, the "

@@ -369,6 +369,18 @@ def _remove_stale_exports(out):
             shutil.rmtree(path, ignore_errors=True)
 
 
+def is_artefact(source):
+    """Whether ``source`` is a path to an artefact :func:`load_exported`
+    runs: a ``.onnx`` or ``.tflite`` file, or a SavedModel folder (with its
+    ``saved_model.pb``; a preset or run folder has none)."""
+    if not isinstance(source, (str, os.PathLike)):
+        return False
+    path = Path(source)
+    if path.is_dir():
+        return (path / "saved_model.pb").is_file()
+    return path.is_file() and path.name.endswith((SUFFIXES["onnx"], SUFFIXES["litert"]))
+
+
 def _guess_format(path):
     if path.is_dir():
         return "tf_saved_model"
@@ -432,7 +444,11 @@ def _litert_function(path, runtime):
         import tensorflow as tf
 
         Interpreter = tf.lite.Interpreter
-    interpreter = Interpreter(model_path=str(path))
+    from keras_gresnet._cpu import cores
+
+    # every core this process may use (the interpreter's default is one
+    # thread: 0.5x of onnxruntime on 2 cores, docs/benchmarks.md)
+    interpreter = Interpreter(model_path=str(path), num_threads=cores())
     (inputs,), (outputs,) = interpreter.get_input_details(), interpreter.get_output_details()
     batch = int(inputs["shape_signature"][0])  # -1: any batch size
 

@@ -52,6 +52,48 @@ def model_input_shape(model):
             from None
 
 
+EXPORTED_BATCH = 256  # pictures per call of an exported artefact
+
+
+def exported_predictor(path):
+    """``(image_shape, class_names, predict)`` of an exported artefact (a
+    ``.onnx``, ``.tflite`` or SavedModel folder of
+    :func:`keras_gresnet.export.export`), from the contract it carries:
+    ``predict(pictures)`` runs the artefact's own runtime (onnxruntime, the
+    LiteRT interpreter, TensorFlow) on a uint8 batch of :func:`read_pictures`
+    and returns its probabilities. Only an artefact that takes raw 0-255
+    pixels (the export's default) is accepted: its normalisation is inside
+    it, so nothing is left to apply here."""
+    from keras_gresnet import export
+
+    contract = export.read_contract(path)
+    if contract.get("pixels") != "raw 0-255":
+        raise ValueError(
+            f"{printable(path)}: predict takes an artefact exported to take raw 0-255 pixels "
+            f"(keras-gresnet export's default); its contract says pixels "
+            f"{contract.get('pixels', 'nothing')!r}")
+    layout, shape = contract.get("input_layout"), tuple(contract.get("input_shape") or ())
+    if layout == "NCHW" and len(shape) == 3:
+        image_shape = checked_image_shape((shape[1], shape[2], shape[0]))
+    elif layout in ("NHWC", "flat"):
+        image_shape = checked_image_shape(shape)
+    else:
+        raise ValueError(f"{printable(path)}: its contract gives no picture input "
+                         f"(input_layout {layout!r}, input_shape {list(shape)})")
+    run = export.load_exported(path)
+
+    def predict(pictures):
+        x = np.asarray(pictures, dtype="float32")
+        if layout == "NCHW":
+            x = x.transpose(0, 3, 1, 2)
+        elif layout == "flat":
+            x = x.reshape(len(x), -1)
+        return np.concatenate([run(x[i:i + EXPORTED_BATCH])
+                               for i in range(0, len(x), EXPORTED_BATCH)])
+
+    return image_shape, contract.get("class_names"), predict
+
+
 def read_pictures(paths, image_shape):
     """uint8 batch of the pictures ``paths``, raw 0-255 pixels fitted to
     ``image_shape`` (:mod:`keras_gresnet.data.folders`' rules); a model

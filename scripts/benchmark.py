@@ -22,11 +22,18 @@ PyTorch: eager ``nn.Module``, ``SGD(momentum=0.9)``, ``cross_entropy`` on
 logits, ``channels_last`` memory format, ``torch.set_num_threads(cores)``;
 mixed precision is ``torch.autocast("cpu", torch.bfloat16)`` against Keras'
 ``mixed_bfloat16`` policy (``mixed_float16`` is pointless on a CPU: no
-float16 arithmetic units, it only adds casts).
+float16 arithmetic units, it only adds casts). The artefacts (``savedmodel``,
+``onnx``, ``litert``): the ``tf`` setup's model exported by
+``keras_gresnet.export`` and run by its own runtime, float32 inference.
+
+Each round also times every library's best square matmul (``--peak-size``)
+in float32 and bfloat16: the run's peak per dtype. Every figure gets its
+GFLOP/s (img/s x 2 or 6 x ``zoo.multiply_adds``) and its share of that peak.
 
     python scripts/benchmark.py [--rounds 2] [--models gresnet_cifar,gresnet_mlp|all]
-        [--backends tf,jax,torch-keras,pytorch] [--precisions float32,mixed_bfloat16]
-        [--threads N] [--variants] [--pruned] [--quick] [--json out.json]
+        [--backends tf,jax,torch-keras,pytorch,pytorch-nchw,savedmodel,onnx,litert]
+        [--precisions float32,mixed_bfloat16] [--threads N] [--variants] [--pruned]
+        [--quick] [--peak-size 2048] [--json out.json]
 
 On cores shared with another busy process pass ``--threads 1``: torch's
 OpenMP threads then run 6x faster than one per core (docs/benchmarks.md).
@@ -76,6 +83,11 @@ SETUPS = {
     # the PyTorch side is the faster of channels_last and NCHW (ratios are to
     # the fastest PyTorch setup of the run)
     "pytorch-nchw": dict(runner="torch", channels_last=False),
+    # the exported artefacts of the TensorFlow setup's model (float32,
+    # inference only), each run by its own runtime (keras_gresnet.export)
+    "savedmodel": dict(runner="artefact", backend="tensorflow", format="tf_saved_model"),
+    "onnx": dict(runner="artefact", backend="tensorflow", format="onnx"),
+    "litert": dict(runner="artefact", backend="tensorflow", format="litert"),
 }
 VARIANTS = {
     # what compile("auto") resolves to on a CPU-only TF: no XLA
@@ -106,6 +118,13 @@ VARIANTS = {
     "torch-keras-kerasconv": dict(runner="keras", backend="torch", revert=("conv",)),
     "torch-keras-keraslayers": dict(runner="keras", backend="torch", revert=("bn", "conv")),
     "tf-kerasbn": dict(runner="keras", backend="tensorflow", revert=("bn",)),
+    # ZeroPadShortcut's subsampling back to a strided slice (before
+    # 2026-12-05; TensorFlow's StridedSlice is slow on a CPU)
+    "tf-strided": dict(runner="keras", backend="tensorflow", revert=("shortcut",)),
+    # oneDNN primitives cached for the backward ops too (TensorFlow's
+    # default recreates them at every call to save memory)
+    "tf-cache": dict(runner="keras", backend="tensorflow",
+                     env={"TF_MKL_OPTIMIZE_PRIMITIVE_MEMUSE": "false"}),
     "tf-1thread": dict(runner="keras", backend="tensorflow",
                        env={"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"}),
     # ablations (where the time goes; not the zoo's nets): every BatchNorm an
@@ -144,6 +163,41 @@ def step_seconds(stamps):
 
 
 # ------------------------------------------------------------------ workers
+
+
+def matmul_peak(backend, dtype, size, reps=5):
+    """GFLOP/s of the best of ``reps`` ``size x size`` matmuls in ``dtype``
+    (``float32`` or ``bfloat16``) on ``backend`` (``tensorflow``, ``jax``,
+    ``torch``), after two unmeasured ones: what these cores reach on the
+    largest, most regular kernel a library has (``2 size^3`` operations)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    a, b = (rng.normal(size=(size, size)).astype("float32") for _ in range(2))
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        a, b = tf.cast(a, dtype), tf.cast(b, dtype)
+        run = lambda: tf.matmul(a, b)[0, 0].numpy()  # noqa: E731 (waits for it)
+    elif backend == "jax":
+        import jax
+        import jax.numpy as jnp
+
+        a, b = jnp.asarray(a, dtype), jnp.asarray(b, dtype)
+        matmul = jax.jit(jnp.matmul)
+        run = lambda: matmul(a, b).block_until_ready()  # noqa: E731
+    else:
+        import torch
+
+        a, b = (torch.from_numpy(m).to(getattr(torch, dtype)) for m in (a, b))
+        run = lambda: torch.matmul(a, b)  # noqa: E731
+    best = float("inf")
+    for i in range(reps + 2):
+        t0 = time.perf_counter()
+        run()
+        if i >= 2:
+            best = min(best, time.perf_counter() - t0)
+    return 2 * size ** 3 / best / 1e9
 
 
 def ablated(model, what):
@@ -233,6 +287,10 @@ def keras_worker(setup, quick):
         from keras_gresnet.layers import Conv2D
 
         Conv2D.convolution_op = keras.layers.Conv2D.convolution_op
+    if "shortcut" in setup.get("revert", ()):
+        from keras_gresnet.layers import shortcuts
+
+        shortcuts._subsample_nhwc = lambda x, s: x[:, ::s, ::s, :]
     options = {**compile_options(), **setup.get("compile", {})}
     cache = {}
 
@@ -274,10 +332,13 @@ def keras_worker(setup, quick):
                           **options)
             trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
             cache[key] = dict(model=model, shape=shape, compiled=set(),
-                              params=[trainable, model.count_params()])
+                              params=[trainable, model.count_params()],
+                              macs=zoo.multiply_adds(model))
         return cache[key]
 
     def measure(req):
+        if "peak" in req:
+            return dict(gflops=matmul_peak(keras.backend.backend(), req["peak"], req["size"]))
         entry = model_for(req["model"], req["precision"])
         model, batch, steps = entry["model"], req["batch"], req["steps"]
         x, y = random_batches(entry["shape"], batch, steps + 1)
@@ -301,7 +362,7 @@ def keras_worker(setup, quick):
             model.predict(x, batch_size=batch, verbose=0, callbacks=[stamps])
         spe = int(options.get("steps_per_execution", 1))  # one callback per execution
         return dict(steps=[t / spe for t in step_seconds(stamps.t)], first=first,
-                    params=entry["params"],
+                    params=entry["params"], macs=entry["macs"],
                     options={k: str(v) for k, v in options.items()})
 
     return measure, dict(backend=keras.backend.backend(), keras=keras.__version__)
@@ -330,6 +391,8 @@ def torch_worker(setup, quick):
         return cache[key]
 
     def measure(req):
+        if "peak" in req:
+            return dict(gflops=matmul_peak("torch", req["peak"], req["size"]))
         name, precision, batch, steps = req["model"], req["precision"], req["batch"], req["steps"]
         entry = model_for(name, precision, req["mode"])
         net, opt = entry["net"], entry["opt"]
@@ -374,6 +437,73 @@ def torch_worker(setup, quick):
     return measure, dict(backend="pytorch", torch=torch.__version__)
 
 
+def artefact_worker(setup, quick):
+    """Inference of the model the ``tf`` setup builds (float32, the same
+    builder and seed-free random weights), exported in ``setup["format"]``
+    by :func:`keras_gresnet.export.export` to a temporary folder and run by
+    :func:`keras_gresnet.export.load_exported` (onnxruntime, the LiteRT
+    interpreter, ``tf.saved_model.load``), one call a batch. The artefact
+    takes the model's own input (``include_preprocessing=False``), so it
+    computes what ``model.predict`` computes; the largest difference of
+    their outputs on the first batch is reported with each result."""
+    import tempfile
+
+    import keras
+    import numpy as np
+
+    from keras_gresnet import export, zoo
+
+    folder = tempfile.mkdtemp(prefix="bench-artefact-")
+    cache = {}
+
+    def artefact_for(name):
+        if name not in cache:
+            from torch_reference import MODELS as TWINS
+
+            if name in PUBLISHED:
+                model = published_model(name)
+                shape = model.input_shape[1:]
+            else:
+                builder, kwargs = QUICK[name] if quick else TWINS[name][1]
+                shape = TWINS[name][2]
+                model = zoo.get_model(builder, weights=None, input_shape=shape, classes=10,
+                                      **kwargs)
+            out = os.path.join(folder, name + export.SUFFIXES[setup["format"]])
+            export.export(model, out, format=setup["format"], include_preprocessing=False)
+            trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
+            cache[name] = dict(model=model, shape=shape, run=export.load_exported(out),
+                               compiled=False, params=[trainable, model.count_params()],
+                               macs=zoo.multiply_adds(model))
+        return cache[name]
+
+    def measure(req):
+        if "peak" in req:
+            return dict(error="an artefact setup has no matmul peak")
+        if req["mode"] != "infer" or req["precision"] != "float32":
+            return dict(error="artefacts: float32 inference only")
+        entry = artefact_for(req["model"])
+        batch, steps = req["batch"], req["steps"]
+        x, _ = random_batches(entry["shape"], batch, steps + 1)
+        first = None
+        if not entry["compiled"]:
+            t0 = time.perf_counter()
+            entry["run"](x[:batch])
+            first = time.perf_counter() - t0
+            entry["compiled"] = True
+        difference = float(np.abs(entry["run"](x[:batch]) - keras.ops.convert_to_numpy(
+            entry["model"](x[:batch], training=False))).max())
+        stamps = [time.perf_counter()]
+        for i in range(steps + 1):
+            entry["run"](x[i * batch:(i + 1) * batch])
+            stamps.append(time.perf_counter())
+        return dict(steps=step_seconds(stamps), first=first, params=entry["params"],
+                    macs=entry["macs"], options=dict(format=setup["format"],
+                                                     difference=f"{difference:.2g}"))
+
+    return measure, dict(backend=f"{setup['format']} (from {keras.backend.backend()})",
+                         keras=keras.__version__)
+
+
 def worker_main(args):
     """Read one JSON request a line from stdin, answer one JSON line."""
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
@@ -381,6 +511,8 @@ def worker_main(args):
     setup = {**SETUPS, **VARIANTS}[args.setup]
     if setup["runner"] == "torch":
         measure, info = torch_worker(setup, args.quick)
+    elif setup["runner"] == "artefact":
+        measure, info = artefact_worker(setup, args.quick)
     else:
         measure, info = keras_worker(setup, args.quick)
     out.write(json.dumps(dict(ready=True, **info)) + "\n")
@@ -401,7 +533,7 @@ class Worker:
     def __init__(self, name, quick):
         setup = {**SETUPS, **VARIANTS}[name]
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **setup.get("env", {}))
-        if setup["runner"] == "keras":
+        if setup["runner"] in ("keras", "artefact"):
             env["KERAS_BACKEND"] = setup["backend"]
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--setup", name]
         if quick:
@@ -485,14 +617,32 @@ def run(args):
         print(f"  worker {s}: {workers[s].info} ({time.perf_counter() - t0:.0f} s)", flush=True)
     params = {}  # model -> setup -> (trainable, total)
     results = {}  # (setup, model, precision, mode) -> dict(ips=[...], first=..)
+    peaks = {}  # (setup, dtype) -> [GFLOP/s of a round...]
+    dtypes = ["float32"] + (["bfloat16"] if "mixed_bfloat16" in args.precisions else [])
     started = time.perf_counter()
     try:
         for r in range(args.rounds):
+            for s in (setups[r % len(setups):] + setups[:r % len(setups)]
+                      if args.peak_size else []):
+                if s not in SETUPS or workers[s].runner == "artefact":
+                    continue  # one peak per library: the default setups'
+                for dtype in dtypes:
+                    res = workers[s].ask(dict(peak=dtype, size=args.peak_size))
+                    if "error" in res:
+                        results.setdefault((s, f"matmul {args.peak_size}", dtype, "peak"),
+                                           dict(ips=[], error=res["error"]))
+                        continue
+                    peaks.setdefault((s, dtype), []).append(res["gflops"])
+                    print(f"  round {r + 1} {s:>15s} matmul {args.peak_size}^2 {dtype:>8s}: "
+                          f"{res['gflops']:7.1f} GFLOP/s", flush=True)
             for j, job in enumerate(jobs):
                 k = (r + j) % len(setups)
                 for s in setups[k:] + setups[:k]:
                     if job["model"] in PUBLISHED and workers[s].runner == "torch":
                         continue  # a published net has no PyTorch twin
+                    if workers[s].runner == "artefact" and (
+                            job["mode"] == "train" or job["precision"] != "float32"):
+                        continue  # an artefact is float32 inference
                     res = workers[s].ask(job)
                     key = (s, job["model"], job["precision"], job["mode"])
                     entry = results.setdefault(key, dict(ips=[], first=None, error=None,
@@ -503,6 +653,7 @@ def run(args):
                         entry["ips"].append(job["batch"] / statistics.median(res["steps"]))
                         entry["first"] = entry["first"] or res["first"]
                         entry["options"] = res.get("options")
+                        entry["macs"] = res.get("macs")
                         if "-no-" not in s:  # ablations drop weights on purpose
                             params.setdefault(job["model"], {})[s] = tuple(res["params"])
                     ips = f"{entry['ips'][-1]:9.1f} img/s" if not res.get("error") else "error"
@@ -517,12 +668,38 @@ def run(args):
               + " (trainable/total)")
         if len(set(counts.values())) > 1:
             raise SystemExit(f"{model}: the twins' parameter counts differ: {counts}")
-    return setups, jobs, results
+    return setups, jobs, results, peaks
 
 
-def table(setups, jobs, results):
+# Floating-point operations per image and multiply-add (zoo.multiply_adds):
+# inference 2 (a multiply and an add), training 6 (forward, input gradient,
+# kernel gradient), as scripts/gpu_check.py counts them.
+FLOPS_PER_MAC = {"train": 6, "infer": 2}
+
+
+def best_peaks(peaks):
+    """dtype -> (GFLOP/s, setup): the best matmul of the run per dtype."""
+    best = {}
+    for (s, dtype), values in peaks.items():
+        if dtype not in best or max(values) > best[dtype][0]:
+            best[dtype] = (max(values), s)
+    return best
+
+
+def table(setups, jobs, results, peaks=None):
     """The markdown table; ratios to the fastest PyTorch setup of the run
-    (``pytorch``, ``pytorch-1thread``...) at the same model and precision."""
+    (``pytorch``, ``pytorch-1thread``...) at the same model and precision;
+    each figure's GFLOP/s and its fraction of the run's best matmul in the
+    same dtype (bfloat16 for ``mixed_bfloat16``)."""
+    peak = best_peaks(peaks or {})
+    macs = {m: e["macs"] for (_, m, _, _), e in results.items() if e.get("macs")}
+
+    def gflops(value, m, p, mode):
+        if not value or m not in macs:
+            return ""
+        g = value * FLOPS_PER_MAC[mode] * macs[m] / 1e9
+        top = peak.get("float32" if p == "float32" else "bfloat16")
+        return f"{g:,.1f}" + (f" ({100 * g / top[0]:.0f}%)" if top else "")
     def ips(s, m, p, mode):
         e = results.get((s, m, p, mode))
         if not e:
@@ -540,8 +717,9 @@ def table(setups, jobs, results):
         return max(values) if values else None
 
     rows = ["| model | setup | precision | batch | train img/s | infer img/s | "
-            "train / PyTorch | infer / PyTorch | first train call s |",
-            "|---|---|---|---|---:|---:|---:|---:|---:|"]
+            "train / PyTorch | infer / PyTorch | train GFLOP/s (of peak) | "
+            "infer GFLOP/s (of peak) | first train call s |",
+            "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     seen = []
     for job in jobs:
         if (job["model"], job["precision"]) not in seen:
@@ -557,9 +735,11 @@ def table(setups, jobs, results):
             ratio_t = f"{tv / rt:.2f}x" if tv and rt else ""
             ratio_i = f"{iv / ri:.2f}x" if iv and ri else ""
             first = results.get((s, m, p, "train"), {}).get("first")
+            if not (tv or iv or ts or is_):
+                continue  # a setup that does not run this precision (an artefact)
             rows.append(f"| {m} | {s} | {p} | {e.get('batch', '')} | {ts or '-'} | "
-                        f"{is_ or '-'} | {ratio_t} | {ratio_i} | "
-                        f"{f'{first:.1f}' if first else ''} |")
+                        f"{is_ or '-'} | {ratio_t} | {ratio_i} | {gflops(tv, m, p, 'train')} | "
+                        f"{gflops(iv, m, p, 'infer')} | {f'{first:.1f}' if first else ''} |")
     if all(m in PUBLISHED for m, _ in seen):
         rows = []  # --models "" --pruned: the pruned table alone
     pruned = [m for m, _ in seen if m in PUBLISHED and PUBLISHED[m]]
@@ -575,8 +755,17 @@ def table(setups, jobs, results):
                 if fv or pv:
                     rows.append(f"| {full} | {s} | {p} | {fs or '-'} | {ps or '-'} | "
                                 + (f"{pv / fv:.2f}x |" if fv and pv else " |"))
-    return "\n".join(rows) + ("\n\nRatios: to the fastest of " + ", ".join(references)
-                               + " at the same model and precision." if references else "")
+    notes = []
+    if references:
+        notes.append("Ratios: to the fastest of " + ", ".join(references)
+                     + " at the same model and precision.")
+    if macs:
+        notes.append("FLOPs per image (2 x multiply-adds to infer, 6 x to train): " + "; ".join(
+            f"{m} {2 * n / 1e6:,.1f} M / {6 * n / 1e6:,.1f} M" for m, n in macs.items()) + ".")
+    if peak:
+        notes.append("Peak: the best square matmul of the run, " + "; ".join(
+            f"{d} {g:,.1f} GFLOP/s ({s})" for d, (g, s) in peak.items()) + ".")
+    return "\n".join(rows) + "".join("\n\n" + n for n in notes)
 
 
 def main():
@@ -601,6 +790,9 @@ def main():
                         help="also time inference of gresnet_mlp100_mnist and the same net "
                         "without its closed blocks (Keras setups; offline weights)")
     parser.add_argument("--quick", action="store_true", help="tiny models, a smoke test")
+    parser.add_argument("--peak-size", type=int, default=2048,
+                        help="the square matmul whose GFLOP/s is each round's peak, per "
+                        "library and dtype (0: none; --quick: 256)")
     parser.add_argument("--json", default=None, help="write the raw results here")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--setup", default=None, help=argparse.SUPPRESS)
@@ -614,17 +806,24 @@ def main():
         if bad:
             parser.error(f"--{field}: unknown {bad}, choose from {list(allowed)}")
         setattr(args, field, values)
+    if args.peak_size < 0:
+        parser.error(f"--peak-size: a matrix size, or 0 for none; got {args.peak_size}")
+    if args.quick and args.peak_size == 2048:
+        args.peak_size = 256
     if args.models == ["all"]:
         args.models = list(MODELS)
     if args.threads:
         os.environ["BENCH_TORCH_THREADS"] = str(args.threads)
-    setups, jobs, results = run(args)
+    setups, jobs, results, peaks = run(args)
     print()
-    print(table(setups, jobs, results))
+    print(table(setups, jobs, results, peaks))
     if args.json:
         with open(args.json, "w") as f:
             json.dump([dict(setup=k[0], model=k[1], precision=k[2], mode=k[3], **v)
-                       for k, v in results.items()], f, indent=1)
+                       for k, v in results.items()]
+                      + [dict(setup=s, model=f"matmul {args.peak_size}", precision=d,
+                              mode="peak", gflops=v) for (s, d), v in peaks.items()],
+                      f, indent=1)
     failed = failures(results)
     if failed:
         print(f"\n{len(failed)} cell(s) failed:", file=sys.stderr)

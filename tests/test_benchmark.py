@@ -90,22 +90,50 @@ def test_quick_benchmark_prints_ratios_to_pytorch_and_the_pruned_net(tmp_path):
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "BENCH_LOG_DIR": str(tmp_path)}
     proc = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--quick", "--rounds", "1",
-         "--models", "gresnet_cifar", "--backends", "tf,pytorch", "--precisions", "float32",
+         "--models", "gresnet_cifar", "--backends", "tf,pytorch,onnx", "--precisions", "float32",
          "--pruned", "--json", str(out)],
         capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    rows = json.loads(out.read_text())
+    every = json.loads(out.read_text())
+    rows = [r for r in every if r["mode"] != "peak"]
     assert {(r["setup"], r["model"], r["mode"]) for r in rows} == {
         (s, "gresnet_cifar", m) for s in ("tf", "pytorch") for m in ("train", "infer")} | {
-        ("tf", net, "infer") for net in ("gresnet_mlp100_mnist", "gresnet_mlp100_mnist-pruned")}
+        ("onnx", "gresnet_cifar", "infer")} | {
+        (s, net, "infer") for s in ("tf", "onnx")
+        for net in ("gresnet_mlp100_mnist", "gresnet_mlp100_mnist-pruned")}
     assert all(r["error"] is None and min(r["ips"]) > 0 for r in rows)
-    table = [line for line in proc.stdout.splitlines() if line.startswith("| gresnet_cifar |")]
-    assert len(table) == 2 and "1.00x" in table[1]
+    # the exported artefact (onnxruntime) computes the Keras model: float32
+    # sums in other orders, ~1e-6 relative per layer
+    assert all(float(r["options"]["difference"]) < 1e-4 for r in rows if r["setup"] == "onnx")
+    # the machine's own limit: a float32 matmul per library (TF, PyTorch) and round
+    peaks = [r for r in every if r["mode"] == "peak"]
+    assert {(r["setup"], r["precision"]) for r in peaks} == {("tf", "float32"),
+                                                            ("pytorch", "float32")}
+    assert all(min(r["gflops"]) > 0 for r in peaks)
+    table = [line.split("|")[1:-1] for line in proc.stdout.splitlines()
+             if line.startswith("| gresnet_cifar |")]
+    assert [r[1].strip() for r in table] == ["tf", "pytorch", "onnx"] and "1.00x" in table[1][6]
+    # each figure's GFLOP/s: img/s x 2 x the counted multiply-adds (zoo.multiply_adds,
+    # checked against a hand count in test_zoo), and its share of the run's peak
+    builder, kwargs = QUICK["gresnet_cifar"]
+    macs = zoo.multiply_adds(zoo.get_model(builder, weights=None, input_shape=(32, 32, 3),
+                                           classes=10, **kwargs))
+    peak = max(max(r["gflops"]) for r in peaks)
+    for row in table:
+        ips = float(row[5].replace(",", ""))
+        gflops, share = row[9].split()
+        # printed rounded: img/s to 1 (to 0.1 under 100), GFLOP/s to 0.1, the share to 1%
+        error = (0.5 if ips >= 100 else 0.05) * 2 * macs / 1e9 + 0.05
+        assert abs(float(gflops.replace(",", "")) - ips * 2 * macs / 1e9) <= error
+        assert abs(float(share.strip("(%)")) - 100 * ips * 2 * macs / 1e9 / peak) \
+            <= 0.5 + 100 * error / peak
+    assert f"gresnet_cifar {2 * macs / 1e6:,.1f} M / {6 * macs / 1e6:,.1f} M" in proc.stdout
     # --pruned: the published d = 100 GResNet against itself without its
     # closed blocks, side by side, the same function (difference exactly 0)
     pruned = [line.split("|")[1:-1] for line in proc.stdout.splitlines()
               if line.startswith("| gresnet_mlp100_mnist |")]
-    assert len(pruned) == 1 and pruned[0][1].strip() == "tf" and pruned[0][5].strip().endswith("x")
+    assert [r[1].strip() for r in pruned] == ["tf", "onnx"]
+    assert all(r[5].strip().endswith("x") for r in pruned)
     log = (tmp_path / "benchmark-tf.log").read_text()
     assert ("gresnet_mlp100_mnist-pruned: 32 closed blocks removed, parameters 315,010 -> "
             "138,978, largest output difference 0\n") in log
@@ -149,6 +177,8 @@ def test_benchmark_exits_non_zero_naming_the_cause_when_a_cell_errors(tmp_path):
          "--modes", "infer"],
         capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert "1 cell(s) failed" in proc.stderr
-    assert ("pytorch gresnet_mlp float32 infer: worker pytorch died: ImportError: "
-            "torch is not installed (test)") in proc.stderr
+    # the model's cell and the round's matmul peak, each naming the cause
+    assert "2 cell(s) failed" in proc.stderr
+    for cell in ("gresnet_mlp float32 infer", "matmul 256 float32 peak"):
+        assert (f"pytorch {cell}: worker pytorch died: ImportError: "
+                "torch is not installed (test)") in proc.stderr

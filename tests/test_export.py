@@ -363,3 +363,62 @@ def test_a_litert_contract_is_read_with_flatbuffers_alone_and_a_corrupt_file_is_
     bad.write_bytes(b"\x10\x00\x00\x00TFL3" + b"\xff" * 40)
     with pytest.raises(ValueError, match="bad.tflite is not a LiteRT model"):
         export.read_contract(bad)
+
+
+def _predicted(capsys, argv):
+    """``{picture: [(class, percent), ...]}`` that ``keras-gresnet predict``
+    printed (exit 0)."""
+    assert cli.main(["predict", *argv]) == 0
+    rows = {}
+    for line in capsys.readouterr().out.splitlines():
+        path, _, classes = line.rpartition(": ")
+        rows[path] = [(c.rsplit(" ", 1)[0], float(c.rsplit(" ", 1)[1].rstrip("%")))
+                      for c in classes.split(", ")]
+    return rows
+
+
+def test_predict_runs_an_exported_artefact_as_the_keras_model(tmp_path, capsys):
+    """``keras-gresnet predict ARTEFACT PICTURES``: the artefact's own
+    runtime, its contract's size and class names, the same top classes and
+    probabilities as the Keras model it came from (printed to 0.1%: the
+    runtimes' float32 round-off, ~1e-6, can move a last digit by one)."""
+    from PIL import Image
+
+    model = zoo.gresnet_cifar(n=1, input_shape=(16, 16, 3))
+    randomize_bn(model)
+    for i, gate in enumerate(gate_layers(model)):
+        gate.k.assign(0.3 + 0.5 * i)
+    statistics = {"method": "meanstd", "mean": [0.5, 0.4, 0.3], "std": [0.2, 0.25, 0.3]}
+    preset = zoo.save_preset(model, tmp_path / "preset", builder="gresnet_cifar",
+                             builder_kwargs=dict(n=1),
+                             metadata={"preprocessing": statistics,
+                                       "class_names": [f"class{i}" for i in range(10)]})
+    rng = np.random.default_rng(7)
+    pictures = [str(tmp_path / f"p{i}.png") for i in range(3)]
+    for path in pictures:
+        Image.fromarray(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)).save(path)
+    keras_rows = _predicted(capsys, [str(preset), *pictures, "--top", "3"])
+    assert sorted(keras_rows) == sorted(pictures)
+    ran = []
+    for format, backends in CONVERTERS.items():
+        if BACKEND not in backends or not all(map(_installed, backends[BACKEND])):
+            continue  # what each backend exports is test_artefact_computes_the_keras_model's
+        out = export.export(str(preset), tmp_path / f"m{SUFFIX[format]}", format=format)
+        assert export.is_artefact(out)
+        rows = _predicted(capsys, [str(out), *pictures, "--top", "3"])
+        for path in pictures:
+            assert [c for c, _ in rows[path]] == [c for c, _ in keras_rows[path]]
+            assert all(c.startswith("class") for c, _ in rows[path])
+            np.testing.assert_allclose([p for _, p in rows[path]],
+                                       [p for _, p in keras_rows[path]], atol=0.1 + 1e-9)
+        ran.append(format)
+    assert ran, f"no export format's converter is installed on {BACKEND}"
+    # an artefact taking normalised pixels: one line naming it, exit 2
+    format = ran[0]
+    bare = export.export(model, tmp_path / f"bare{SUFFIX[format]}", format=format,
+                         include_preprocessing=False)
+    assert cli.main(["predict", str(bare), pictures[0]]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "raw 0-255" in error and bare.name in error
+    # a preset or run folder is no artefact (no saved_model.pb)
+    assert not export.is_artefact(preset) and not export.is_artefact(tmp_path / "none.onnx")

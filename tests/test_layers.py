@@ -411,6 +411,24 @@ def test_zero_pad_shortcut_is_fb_type_a():
     assert ZeroPadShortcut.from_config(ZeroPadShortcut(8, 2).get_config()).stride == 2
 
 
+@pytest.mark.parametrize("size,stride", [((8, 6), 2), ((9, 6), 3), ((8, 7), 2), ((4, 4), 4)])
+def test_zero_pad_shortcut_subsamples_exactly_in_a_model(size, stride):
+    """Sizes the stride divides take the reshape-and-slice path, the others
+    the strided slice; in a model of unknown batch size both are
+    ``x[:, ::s, ::s]`` to the bit, in float32 and bfloat16."""
+    for dtype in ("float32", "bfloat16"):
+        inputs = keras.Input((*size, 3), dtype=dtype)
+        model = keras.Model(inputs, ZeroPadShortcut(5, stride, dtype=dtype)(inputs))
+        x = RNG.normal(size=(3, *size, 3)).astype("float32")
+        out = keras.ops.convert_to_numpy(
+            keras.ops.cast(model(keras.ops.cast(x, dtype)), "float32"))
+        expect = keras.ops.convert_to_numpy(
+            keras.ops.cast(keras.ops.cast(x, dtype), "float32"))[:, ::stride, ::stride]
+        assert out.shape == (3, -(-size[0] // stride), -(-size[1] // stride), 5)
+        np.testing.assert_array_equal(out[..., :3], expect)
+        np.testing.assert_array_equal(out[..., 3:], 0)
+
+
 def test_scaling_shortcut_scales_both_branches():
     x = RNG.normal(size=(3, 6, 6, 4)).astype("float32")
     scaled = _unit_model("scaling", shortcut_scale=0.5, residual_scale=0.5)

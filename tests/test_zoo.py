@@ -108,6 +108,11 @@ def test_multiply_adds_equal_a_hand_count():
             + 64 * 10)
     model = zoo.gresnet_cifar(n=1, input_shape=(32, 32, 3))
     assert zoo.multiply_adds(model) == hand == 12_239_488
+    # n = 5 (GR Table 3's net, the benchmark's): 4 more units a stage, two 3x3
+    # convs each at the stage's width and size; 2x this is its FLOPs per image
+    more = 4 * 2 * (32 * 32 * 16 * (9 * 16) + 16 * 16 * 32 * (9 * 32) + 8 * 8 * 64 * (9 * 64))
+    assert zoo.multiply_adds(zoo.gresnet_cifar(n=5, input_shape=(32, 32, 3))) \
+        == hand + more == 68_862_592
     # a nested model (a pipeline's preprocessing in front) counts its inner layers
     inputs = keras.Input((32, 32, 3))
     assert zoo.multiply_adds(keras.Model(inputs, model(inputs))) == hand

@@ -8,6 +8,20 @@ from keras import ops
 PACKAGE = "keras_gresnet"
 
 
+def _subsample_nhwc(x, s):
+    """``x[:, ::s, ::s, :]``, the same values. Where ``s`` divides the height
+    and width, as a reshape to ``(N, H/s, s, W/s, s*C)`` and a unit-stride
+    slice of it: TensorFlow's CPU ``StridedSlice`` and its gradient walk
+    element by element and took 5x the time of this slice, forward and
+    backward (docs/benchmarks.md, 2026-12-05: 7% of a gresnet_cifar
+    training step). Other sizes keep the strided slice."""
+    _, h, w, c = x.shape
+    if h is None or w is None or c is None or h % s or w % s:
+        return x[:, ::s, ::s, :]
+    blocks = ops.reshape(x, (-1, h // s, s, w // s, s * c))
+    return blocks[:, :, 0, :, :c]
+
+
 @keras.saving.register_keras_serializable(package=PACKAGE)
 class ZeroPadShortcut(keras.layers.Layer):
     """The strided identity padded with zero channels up to ``filters``:
@@ -42,7 +56,7 @@ class ZeroPadShortcut(keras.layers.Layer):
         s = self.stride
         first = self.data_format == "channels_first"
         if s > 1:
-            x = x[:, :, ::s, ::s] if first else x[:, ::s, ::s, :]
+            x = x[:, :, ::s, ::s] if first else _subsample_nhwc(x, s)
         extra = self.filters - x.shape[self._axis]
         if not extra:
             return x
