@@ -264,6 +264,21 @@ def published_model(name):
     return pruned
 
 
+def keras_model(name, quick):
+    """``(model, input shape)`` of a benchmarked net: a :data:`PUBLISHED` one
+    with its weights, else the zoo twin of ``torch_reference`` (random
+    weights; ``quick``: the tiny one), in the current dtype policy."""
+    from keras_gresnet import zoo
+    from torch_reference import MODELS as TWINS
+
+    if name in PUBLISHED:
+        model = published_model(name)
+        return model, model.input_shape[1:]
+    builder, kwargs = QUICK[name] if quick else TWINS[name][1]
+    shape = TWINS[name][2]
+    return zoo.get_model(builder, weights=None, input_shape=shape, classes=10, **kwargs), shape
+
+
 def keras_worker(setup, quick):
     import keras
     import numpy as np
@@ -313,17 +328,8 @@ def keras_worker(setup, quick):
     def model_for(name, precision):
         key = (name, precision)
         if key not in cache:
-            from torch_reference import MODELS as TWINS
-
             keras.config.set_dtype_policy(precision)
-            if name in PUBLISHED:
-                model = published_model(name)
-                shape = model.input_shape[1:]
-            else:
-                builder, kwargs = QUICK[name] if quick else TWINS[name][1]
-                shape = TWINS[name][2]
-                model = zoo.get_model(builder, weights=None, input_shape=shape, classes=10,
-                                      **kwargs)
+            model, shape = keras_model(name, quick)
             keras.config.set_dtype_policy("float32")
             if setup.get("ablate"):
                 model = ablated(model, setup["ablate"])
@@ -458,16 +464,7 @@ def artefact_worker(setup, quick):
 
     def artefact_for(name):
         if name not in cache:
-            from torch_reference import MODELS as TWINS
-
-            if name in PUBLISHED:
-                model = published_model(name)
-                shape = model.input_shape[1:]
-            else:
-                builder, kwargs = QUICK[name] if quick else TWINS[name][1]
-                shape = TWINS[name][2]
-                model = zoo.get_model(builder, weights=None, input_shape=shape, classes=10,
-                                      **kwargs)
+            model, shape = keras_model(name, quick)
             out = os.path.join(folder, name + export.SUFFIXES[setup["format"]])
             export.export(model, out, format=setup["format"], include_preprocessing=False)
             trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
