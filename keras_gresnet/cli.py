@@ -387,7 +387,9 @@ def cmd_predict(args, extra):
     """The top classes of each picture, with probabilities, from a model
     (anything :func:`keras_gresnet.zoo.resolve` takes): the raw pictures
     fitted to its input and normalised as its card records
-    (:func:`keras_gresnet.zoo.preprocess_input`)."""
+    (:func:`keras_gresnet.zoo.preprocess_input`); or from an exported
+    artefact, run by its own runtime, its contract giving the input and
+    class names (:func:`keras_gresnet.predictions.exported_predictor`)."""
     import numpy as np
 
     from keras_gresnet import export, predictions, zoo

@@ -446,8 +446,8 @@ def _litert_function(path, runtime):
         Interpreter = tf.lite.Interpreter
     from keras_gresnet._cpu import cores
 
-    # every core this process may use (the interpreter's default is one
-    # thread: 0.5x of onnxruntime on 2 cores, docs/benchmarks.md)
+    # every core this process may use: the interpreter's default, one
+    # thread, ran the conv net at about half the speed (docs/benchmarks.md)
     interpreter = Interpreter(model_path=str(path), num_threads=cores())
     (inputs,), (outputs,) = interpreter.get_input_details(), interpreter.get_output_details()
     batch = int(inputs["shape_signature"][0])  # -1: any batch size
