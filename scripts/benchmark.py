@@ -452,6 +452,8 @@ def artefact_worker(setup, quick):
     takes the model's own input (``include_preprocessing=False``), so it
     computes what ``model.predict`` computes; the largest difference of
     their outputs on the first batch is reported with each result."""
+    import atexit
+    import shutil
     import tempfile
 
     import keras
@@ -460,6 +462,7 @@ def artefact_worker(setup, quick):
     from keras_gresnet import export, zoo
 
     folder = tempfile.mkdtemp(prefix="bench-artefact-")
+    atexit.register(shutil.rmtree, folder, True)  # this worker's exports, removed at its exit
     cache = {}
 
     def artefact_for(name):
