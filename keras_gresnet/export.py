@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from keras_gresnet._cpu import cores
 from keras_gresnet.files import on_sigterm_raise, pid_alive, read_bounded
 
 FORMATS = ("tf_saved_model", "onnx", "litert")
@@ -378,7 +379,7 @@ def is_artefact(source):
     path = Path(source)
     if path.is_dir():
         return (path / "saved_model.pb").is_file()
-    return path.is_file() and path.name.endswith((SUFFIXES["onnx"], SUFFIXES["litert"]))
+    return path.is_file() and path.name.endswith(tuple(filter(None, SUFFIXES.values())))
 
 
 def _guess_format(path):
@@ -444,8 +445,6 @@ def _litert_function(path, runtime):
         import tensorflow as tf
 
         Interpreter = tf.lite.Interpreter
-    from keras_gresnet._cpu import cores
-
     # every core this process may use: the interpreter's default, one
     # thread, ran the conv net at about half the speed (docs/benchmarks.md)
     interpreter = Interpreter(model_path=str(path), num_threads=cores())
