@@ -5,7 +5,9 @@ so ``import keras_gresnet`` and the command line start without TensorFlow.
 """
 
 import importlib
-from pathlib import Path
+import importlib.abc
+import importlib.util
+import sys
 
 from keras_gresnet._version import __version__
 
@@ -30,6 +32,43 @@ def decode_predictions(preds, source, top=5):
     return predictions.decode_predictions(preds, source, top=top)
 
 
+def _register_with_keras():
+    """Register the package's layers, models and optimizers with Keras'
+    serialisation, so that ``keras.saving.load_model`` reads a zoo model's
+    ``.keras`` file (its card inside) after ``import keras_gresnet``, as it
+    reads a KerasHub model's after ``import keras_hub``."""
+    importlib.import_module("keras_gresnet.layers")
+    importlib.import_module("keras_gresnet.optimizers")
+
+
+class _AfterKeras(importlib.abc.MetaPathFinder):
+    """``import keras_gresnet`` stays Keras-free (the command line starts
+    without TensorFlow); the registration runs once Keras itself is imported,
+    whoever imports it, right after its module is executed."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "keras":
+            return None
+        sys.meta_path.remove(self)  # once; the spec itself from the usual finders
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        execute = spec.loader.exec_module
+
+        def exec_module(module):
+            execute(module)
+            _register_with_keras()
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+if sys.modules.get("keras") is not None:
+    _register_with_keras()
+elif not any(isinstance(finder, _AfterKeras) for finder in sys.meta_path):
+    sys.meta_path.insert(0, _AfterKeras())
+
+
 def load_model(source, *, compile=True):
     """The model of ``source``, with its card: a ``.keras`` file (loaded with
     ``safe_mode=True``: no code from the file runs), a run or preset folder,
@@ -42,19 +81,15 @@ def load_model(source, *, compile=True):
         source: anything :func:`keras_gresnet.zoo.resolve` takes.
         compile: for a ``.keras`` file or a run folder, also restore the
             optimizer, loss and metrics it was saved with (Keras' own
-            argument); the model then comes as the file holds it, with the
-            resolved card where it is a zoo model.
+            argument). Either way it is the same model with the same card:
+            a file holding a ``ZooModel`` (every file this package writes)
+            is loaded once, compiled by Keras from what it holds; a plain
+            functional file of a zoo model (one saved before models carried
+            their card) is the resolved zoo model, compiled from the file's
+            compile config (its optimizer's slots start afresh).
     """
     resolver = importlib.import_module("keras_gresnet.zoo.resolver")
-    resolved = resolver.resolve(source)
-    if not compile or resolved.kind not in ("keras_file", "run"):
-        return resolved.model
-    loading = importlib.import_module("keras_gresnet.weights.loading")
-    path = Path(source) / "model.keras" if resolved.kind == "run" else Path(source)
-    model = loading.load_model_file(path, compile=True)
-    if hasattr(model, "remember"):
-        model.remember(model.builder, model.builder_kwargs, resolved.card)
-    return model
+    return resolver.resolve(source, compile=compile).model
 
 
 def preprocess_input(x, source):

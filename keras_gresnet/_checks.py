@@ -3,7 +3,8 @@ naming the argument and what would be accepted.
 
 Two message styles: ``{argument} must be ..., got {value!r}`` for a function's
 arguments, and ``{argument}={value!r}: expected ...`` (:func:`fail`) for the
-fields of a record such as a training recipe.
+fields of a record such as a training recipe; the value echoed through
+:func:`keras_gresnet._text.shown` (a 100,000-character one is not echoed whole).
 """
 
 import difflib
@@ -11,12 +12,16 @@ import math
 import numbers
 import os
 
+from keras_gresnet._text import shown
+
 # data.Preprocessing's methods (here, so that reading the weights registry
 # imports no TensorFlow).
 PREPROCESSINGS = ("scale", "mean", "meanstd")
 # Counts (epochs, steps, batch size) far past any run, but within what
 # TensorFlow's int64 step counters and tf.data ranges take.
 MAX_COUNT = 2**31 - 1
+# Seeds: what NumPy's generators and TensorFlow's (a signed 32-bit integer) take.
+MAX_SEED = 2**31 - 1
 
 
 def did_you_mean(value, choices, spell=str):
@@ -41,7 +46,7 @@ def check_choice(value, argument, choices):
     """``value`` must be one of ``choices``."""
     if value not in choices:
         raise ValueError(
-            f"Unknown {argument}={value!r}; accepted: {', '.join(map(repr, choices))}"
+            f"Unknown {argument}={shown(value)}; accepted: {', '.join(map(repr, choices))}"
         )
     return value
 
@@ -52,14 +57,20 @@ def check_int(value, argument, minimum, maximum=None):
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum \
             or (maximum is not None and value > maximum):
         accepted = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
-        raise ValueError(f"{argument} must be an integer {accepted}, got {value!r}")
+        raise ValueError(f"{argument} must be an integer {accepted}, got {shown(value)}")
     return int(value)
+
+
+def check_seed(value, argument):
+    """``value`` must be a seed: an integer (not a bool) in ``[0, MAX_SEED]``;
+    returns an int."""
+    return check_int(value, argument, 0, MAX_SEED)
 
 
 def check_rate(value, argument):
     """``value`` must be a number in [0, 1); returns a float."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < 1:
-        raise ValueError(f"{argument} must be a number in [0, 1), got {value!r}")
+        raise ValueError(f"{argument} must be a number in [0, 1), got {shown(value)}")
     return float(value)
 
 
@@ -67,31 +78,31 @@ def check_positive(value, argument):
     """``value`` must be a finite number (not a bool) ``> 0``; returns a float."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0 \
             or not math.isfinite(value):
-        raise ValueError(f"{argument} must be a finite number > 0, got {value!r}")
+        raise ValueError(f"{argument} must be a finite number > 0, got {shown(value)}")
     return float(value)
 
 
 def check_optional_text(value, argument):
     """``value`` must be a string or ``None``."""
     if value is not None and not isinstance(value, str):
-        raise ValueError(f"{argument} must be a string or None, got {value!r}")
+        raise ValueError(f"{argument} must be a string or None, got {shown(value)}")
     return value
 
 
 def check_mapping(value, argument):
     """``value`` must be a non-empty dict."""
     if not isinstance(value, dict) or not value:
-        raise ValueError(f"{argument} must be a non-empty dict, got {value!r}")
+        raise ValueError(f"{argument} must be a non-empty dict, got {shown(value)}")
     return value
 
 
 def check_png_path(path, argument="path"):
     """``path`` must name a ``.png`` file in an existing folder; returns it as a string."""
     if not isinstance(path, (str, os.PathLike)) or not os.fspath(path).lower().endswith(".png"):
-        raise ValueError(f"{argument} must be a .png file path, got {path!r}")
+        raise ValueError(f"{argument} must be a .png file path, got {shown(path)}")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
-        raise ValueError(f"{argument} {os.fspath(path)!r}: folder {folder} does not exist")
+        raise ValueError(f"{argument} {shown(os.fspath(path))}: folder {folder} does not exist")
     return os.fspath(path)
 
 
@@ -116,8 +127,9 @@ def check_series(x, y, argument, x_name="x", y_name="y"):
 
 
 def fail(argument, value, expected):
-    """Raise ``ValueError("{argument}={value!r}: expected {expected}")``."""
-    raise ValueError(f"{argument}={value!r}: expected {expected}")
+    """Raise ``ValueError("{argument}={value!r}: expected {expected}")``
+    (the value :func:`~keras_gresnet._text.shown`)."""
+    raise ValueError(f"{argument}={shown(value)}: expected {expected}")
 
 
 def check_listed(value, argument, choices):

@@ -45,3 +45,57 @@ def cpu_info(path="/proc/cpuinfo"):
     return dict(model=model or platform.processor() or "unknown",
                 machine=platform.machine(), cores=cores(),
                 bf16=any(flag in flags for flag in BF16_FLAGS) if flags else None)
+
+
+def memory_available(meminfo="/proc/meminfo", cgroup="/sys/fs/cgroup"):
+    """The bytes of memory this process may still take: Linux's
+    ``MemAvailable``, or the cgroup's limit less its use where that is
+    lower; ``None`` where neither can be read (another system)."""
+    found = []
+    try:
+        with open(meminfo, encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    found.append(int(line.split()[1]) * 1024)
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open(os.path.join(cgroup, "memory.max"), encoding="ascii") as f:
+            limit = f.read().strip()
+        with open(os.path.join(cgroup, "memory.current"), encoding="ascii") as f:
+            used = int(f.read().strip())
+        if limit.isdigit():
+            found.append(max(int(limit) - used, 0))
+    except (OSError, ValueError):
+        pass
+    return min(found) if found else None
+
+
+# Split the CPU into N logical devices, so that `--strategy mirrored`
+# (TensorFlow) or data-parallel training (JAX) can be tried without a GPU.
+CPU_DEVICES = "KERAS_GRESNET_CPU_DEVICES"
+MAX_CPU_DEVICES = 64
+
+
+def cpu_devices(environ=os.environ):
+    """The count :data:`CPU_DEVICES` asks for (``None`` when unset); one
+    ``ValueError`` naming the variable when it is not an integer in [1, 64]."""
+    text = environ.get(CPU_DEVICES, "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or not 1 <= int(text) <= MAX_CPU_DEVICES:
+        raise ValueError(f"{CPU_DEVICES}={text[:20]!r}: expected the number of CPU devices, "
+                         f"an integer in [1, {MAX_CPU_DEVICES}]")
+    return int(text)
+
+
+def split_cpu_for_jax(environ=os.environ):
+    """Where :data:`CPU_DEVICES` is set, ask XLA (JAX) for that many host
+    devices (``--xla_force_host_platform_device_count``); call before JAX is
+    imported. TensorFlow's split is made with its strategy."""
+    count = cpu_devices(environ)
+    if count is not None and "xla_force_host_platform_device_count" not in environ.get(
+            "XLA_FLAGS", ""):
+        environ["XLA_FLAGS"] = (environ.get("XLA_FLAGS", "") +
+                                f" --xla_force_host_platform_device_count={count}").strip()

@@ -10,25 +10,37 @@ and where a run goes and how it reports (``out``, ``overwrite``,
 ``workers``, ``tensorboard``, ``verbose``) :func:`keras_gresnet.training.train`'s.
 """
 
+import argparse
 import dataclasses
 import os
 
-from keras_gresnet._checks import check_choice, check_int, check_rate
+from keras_gresnet._checks import MAX_SEED, check_choice, check_int, check_rate, check_seed
+from keras_gresnet._text import shortened, shown as _shown
 
 # Keras' dtype policies a run trains under: the papers' float32, or Keras'
 # mixed precision (float16 or bfloat16 compute, float32 variables).
 DTYPE_POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
-MAX_SEED = 2**31 - 1
 
 
-def _option(default, help, *, flag=None, metavar=None, shown="changed"):
+def seed_option(text):
+    """``argparse``'s type of every ``--seed``: an integer in ``[0, MAX_SEED]``
+    (:func:`keras_gresnet._checks.check_seed`), else argparse's one line
+    naming the option."""
+    try:
+        return check_seed(int(text), "seed")
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an integer in [0, {MAX_SEED}], got {_shown(text)}") from None
+
+
+def _option(default, help, *, flag=None, metavar=None, shown="changed", parse=None):
     """A :class:`RunOptions` field: its default, its ``--help`` line (with
     ``{datasets}`` / ``{recipes}`` filled in by :meth:`RunOptions.add_arguments`),
-    the command-line flag (default ``--field-name``) and when a run's
+    the command-line flag (default ``--field-name``), when a run's
     command shows it: ``"always"``, ``"changed"`` (not the default) or
-    ``"never"``."""
+    ``"never"``, and argparse's type of its text (default: the field's type)."""
     return dataclasses.field(default=default, metadata=dict(
-        help=help, flag=flag, metavar=metavar, shown=shown))
+        help=help, flag=flag, metavar=metavar, shown=shown, parse=parse))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,7 +75,7 @@ class RunOptions:
         None, "{recipes} (default: the paper's; preact_mnist for a CIFAR conv net on mnist or "
         "fashion_mnist)", shown="never")  # the command shows a recipe other than the default
     seed: int = _option(0, "seeds weights, shuffling and augmentation (default 0)",
-                        shown="always")
+                        shown="always", parse=seed_option)
     strategy: str = _option(
         "auto", "auto (multi_worker with a cluster, else mirrored when >1 GPU; on JAX "
         "data_parallel when >1 device), default, one_device, mirrored, multi_worker (a "
@@ -86,18 +98,19 @@ class RunOptions:
         for name in ("dataset", "recipe", "strategy"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
-                raise ValueError(f"{name} must be a name, got {value!r}")
-        check_int(self.seed, "seed", 0, MAX_SEED)
+                raise ValueError(f"{name} must be a name, got {_shown(value)}")
+        check_seed(self.seed, "seed")
         check_rate(self.validation_split, "validation_split")
         for name in ("max_train_examples", "max_test_examples"):
             if getattr(self, name) is not None:
                 check_int(getattr(self, name), name, 1)
         if self.sync_batchnorm is not None and not isinstance(self.sync_batchnorm, bool):
-            raise ValueError(f"sync_batchnorm must be True or False, got {self.sync_batchnorm!r}")
+            raise ValueError(f"sync_batchnorm must be True or False, got "
+                             f"{_shown(self.sync_batchnorm)}")
         check_choice(self.dtype_policy, "dtype_policy", DTYPE_POLICIES)
         if self.data_dir is not None:
             if not isinstance(self.data_dir, (str, os.PathLike)):
-                raise ValueError(f"data_dir must be a folder, got {self.data_dir!r}")
+                raise ValueError(f"data_dir must be a folder, got {_shown(self.data_dir)}")
             object.__setattr__(self, "data_dir", str(self.data_dir))
         object.__setattr__(self, "seed", int(self.seed))
         object.__setattr__(self, "validation_split", float(self.validation_split))
@@ -120,7 +133,8 @@ class RunOptions:
                 parser.add_argument(flag, dest=field.name, help=text, action="store_true",
                                     default=None)
                 continue
-            kind = {int: int, float: float, "int": int, "float": float}.get(field.type)
+            kind = meta["parse"] or {int: int, float: float, "int": int,
+                                     "float": float}.get(field.type)
             if kind is not None:
                 kwargs["type"] = kind
             parser.add_argument(flag, default=None, **kwargs)
@@ -139,7 +153,8 @@ class RunOptions:
                           and f.metadata["flag"]), None)
             if field is None:  # the message names the option as its flag reads
                 raise
-            raise ValueError(f"{field.metadata['flag']} {given[field.name]}: {message}") from None
+            raise ValueError(f"{field.metadata['flag']} {shortened(given[field.name])}: "
+                             f"{message}") from None
 
     def config(self):
         """The options as a run's config records them (JSON-ready)."""

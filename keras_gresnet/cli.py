@@ -30,11 +30,70 @@ import sys
 import time
 from pathlib import Path
 
+from keras_gresnet._cpu import split_cpu_for_jax
+from keras_gresnet._text import LONGEST_ECHO, printable, shortened, shown
+
 _PACKAGE_DIR = Path(__file__).resolve().parent
+# The longest word an error line shows: a value echoed whole by a message that
+# did not shorten it (shown()) is cut here; a path or an address is shorter.
+_LONGEST_WORD = 10 * LONGEST_ECHO
+
+
+def _one_line(text):
+    """``text`` as one line of the terminal: runs of whitespace (newlines
+    included) as one space, each word past ``_LONGEST_WORD`` characters
+    :func:`~keras_gresnet._text.shortened`, control characters escaped."""
+    return printable(" ".join(shortened(word, _LONGEST_WORD) for word in str(text).split()))
+
+
+def _given_once(given, name, spelling, value):
+    """Record in ``given`` (``{name: (spelling, value)}``) that the option
+    ``name`` was given as ``spelling`` (``--lr``, ``--learning-rate``) with
+    ``value``; given before through another spelling (an alias) with another
+    value, it is a ``ValueError`` naming both spellings. The same value
+    twice is fine, and the same spelling again overrides (argparse's rule,
+    which scripts appending an option rely on)."""
+    before, earlier = given.setdefault(name, (spelling, value))
+    if before != spelling and earlier != value:
+        raise ValueError(f"{shortened(before)} {shown(earlier)} and {shortened(spelling)} "
+                         f"{shown(value)} give one option two values through two spellings; "
+                         f"give it once")
+    given[name] = (spelling, value)
+
+
+class _StoreOnce(argparse.Action):
+    """argparse's ``store``, refusing an option given twice with two values
+    (:func:`_given_once`): every parser's default action (:class:`_Parser`),
+    so every option of every command has it."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if option_string is not None:  # an option, not a positional argument
+            try:
+                _given_once(vars(namespace).setdefault("_given_options", {}), self.dest,
+                            option_string, values)
+            except ValueError as error:
+                raise argparse.ArgumentError(None, str(error)) from None
+        setattr(namespace, self.dest, values)
+
+
+class _Parser(argparse.ArgumentParser):
+    """The command line's parser (its commands' too): every option stored
+    once (:class:`_StoreOnce`), and a bad one, like any bad input, one line
+    and exit 2 (argparse's usage lines left out: ``--help`` prints them)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.register("action", None, _StoreOnce)
+        self.register("action", "store", _StoreOnce)
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {_one_line(message)}\n")
 
 
 def _print_table(rows, columns, text_columns=1):
-    """A plain-text table; the first ``text_columns`` left-aligned."""
+    """A plain-text table; the first ``text_columns`` left-aligned; each
+    cell :func:`~keras_gresnet._text.printable` (names from files)."""
+    rows = [[printable(cell) for cell in row] for row in rows]
     widths = [max(len(str(c)), *(len(str(r[i])) for r in rows)) for i, c in enumerate(columns)]
     line = "  ".join(f"{{:{'<' if i < text_columns else '>'}{w}}}" for i, w in enumerate(widths))
     print(line.format(*columns))
@@ -73,7 +132,8 @@ def cmd_list(args):
 
     names = sorted(n for n in MODELS if fnmatch.fnmatchcase(n, args.pattern))
     if not names:
-        raise ValueError(f"no model matches pattern={args.pattern!r}; try `keras-gresnet list`")
+        raise ValueError(f"no model matches pattern={shown(args.pattern)}; try "
+                         f"`keras-gresnet list`")
     if not args.build:
         for name in names:
             print(f"{name:20s} {MODELS[name]}")
@@ -117,7 +177,7 @@ def _literal(text, option="value"):
     if lowered in ("true", "false", "none"):
         return {"true": True, "false": False, "none": None}[lowered]
     if lowered.lstrip("+-") in ("inf", "infinity", "nan"):
-        raise ValueError(f"--{option} {text}: not a finite number")
+        raise ValueError(f"--{option} {shortened(text)}: not a finite number")
     try:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError, MemoryError, RecursionError):
@@ -126,26 +186,34 @@ def _literal(text, option="value"):
         except (ValueError, RecursionError):
             return text
     if not _finite(value):
-        raise ValueError(f"--{option} {text}: not a finite number")
+        raise ValueError(f"--{option} {shortened(text)}: not a finite number")
     return value
+
+
+# Another spelling of a free option: --lr is --learning-rate.
+_ALIASES = {"lr": "learning_rate"}
 
 
 def parse_extra(tokens):
     """``["--depth", "20", "--k-decay", "--unit=original"]`` ->
     ``{"depth": 20, "k_decay": True, "unit": "original"}`` (a flag with no
-    value is ``True``)."""
-    options, i = {}, 0
+    value is ``True``). An option given twice with two values, however
+    spelled (``--lr`` and ``--learning-rate``, ``--batch-size`` and
+    ``--batch_size``), is refused (:func:`_given_once`)."""
+    options, given, i = {}, {}, 0
     while i < len(tokens):
         token = tokens[i]
         if not token.startswith("--") or token == "--":
-            raise ValueError(f"unexpected argument {token!r}; options look like --name value")
+            raise ValueError(f"unexpected argument {shown(token)}; options look like --name value")
         key, eq, value = token[2:].partition("=")
         if not eq:
             if i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
                 value, i = tokens[i + 1], i + 1
             else:
                 value = "true"
-        options[key.replace("-", "_")] = _literal(value, key)
+        name, value = key.replace("-", "_"), _literal(value, key)
+        _given_once(given, _ALIASES.get(name, name), f"--{key}", value)
+        options[name] = value
         i += 1
     return options
 
@@ -161,7 +229,7 @@ def split_options(options):
     fields = {f.name for f in dataclasses.fields(Recipe)} - {"name", "citation"}
     overrides, builder_kwargs = {}, {}
     for key, value in options.items():
-        key = "learning_rate" if key == "lr" else key
+        key = _ALIASES.get(key, key)
         (overrides if key in fields else builder_kwargs)[key] = value
     return overrides, builder_kwargs
 
@@ -211,17 +279,17 @@ def precheck_train(args, extra):
     zoo = sys.modules.get("keras_gresnet.zoo")
     models = {*_catalog.MODELS, *(zoo.list_models() if zoo is not None else ())}
     if args.model not in models:
-        raise ValueError(f"unknown model {args.model!r}"
+        raise ValueError(f"unknown model {shown(args.model)}"
                          f"{did_you_mean(args.model, models)}; `keras-gresnet list` shows "
                          f"the {len(models)} models")
     arguments = _catalog.MODEL_ARGUMENTS.get(args.model) or tuple(
         inspect.signature(zoo.model_builder(args.model)).parameters)
-    known = {*_catalog.RECIPE_FIELDS, *arguments, "lr"}
+    known = {*_catalog.RECIPE_FIELDS, *arguments, *_ALIASES}
     for key in parse_extra(extra):
         if key not in known:
             flag = f"--{key.replace('_', '-')}"
             flags = [*args.flags, *(f"--{k.replace('_', '-')}" for k in sorted(known))]
-            raise ValueError(f"{flag} is not an option of train {args.model}"
+            raise ValueError(f"{shortened(flag)} is not an option of train {args.model}"
                              f"{did_you_mean(flag, flags)}; options: the run's (--help), the "
                              f"recipe's fields (--help lists them) and the builder's arguments")
     if args.out is not None and os.path.isdir(args.out):
@@ -232,9 +300,9 @@ def precheck_train(args, extra):
         from keras_gresnet.data.folders import looks_like_picture_folder
 
         if looks_like_picture_folder(args.data_dir):
-            raise ValueError(f"--data-dir {args.data_dir} holds class folders of pictures; add "
-                             f"--dataset folder to train on them (without it, --data-dir is "
-                             f"where {args.model}'s own dataset's files are)")
+            raise ValueError(f"--data-dir {shortened(args.data_dir)} holds class folders of "
+                             f"pictures; add --dataset folder to train on them (without it, "
+                             f"--data-dir is where {args.model}'s own dataset's files are)")
 
 
 def cmd_train(args, extra):
@@ -251,8 +319,8 @@ def cmd_train(args, extra):
         workers=args.workers, worker_index=args.worker_index, tensorboard=args.tensorboard,
         verbose="auto" if sys.stdout.isatty() else 2, **options.config(), **overrides)
     r = run.results
-    where = f"run folder {run.out}" if run.out else "the chief writes the run folder"
-    print(f"{run.config['model']} on {run.config['dataset']}: test error "
+    where = f"run folder {printable(run.out)}" if run.out else "the chief writes the run folder"
+    print(f"{printable(run.config['model'])} on {printable(run.config['dataset'])}: test error "
           f"{r['test_error_percent']:.2f}% (loss {r['test_loss']:.4f}) after "
           f"{r['epochs']} epoch{'' if r['epochs'] == 1 else 's'}; {where}")
     if r["gates"]:
@@ -260,17 +328,18 @@ def cmd_train(args, extra):
         print(f"gates: {len(ks)}, mean g(k) {sum(ks) / len(ks):.3f}, "
               f"min {min(ks):.3f}, max {max(ks):.3f}")
     if args.tensorboard and run.out:
-        print(f"TensorBoard logs: tensorboard --logdir {run.out / training.TENSORBOARD}")
+        print(f"TensorBoard logs: tensorboard --logdir "
+              f"{printable(run.out / training.TENSORBOARD)}")
 
 
 def cmd_evaluate(args, extra):
     from keras_gresnet import training
 
     if extra:
-        raise ValueError(f"unexpected arguments {extra}")
+        raise ValueError(f"unexpected arguments {shown(extra)}")
     if args.max_examples is not None and args.max_examples < 1:
-        raise ValueError(f"--max-examples {args.max_examples}: evaluate at least 1 test picture "
-                         f"(an integer >= 1)")
+        raise ValueError(f"--max-examples {shown(args.max_examples)}: evaluate at least 1 "
+                         f"test picture (an integer >= 1)")
     result = training.evaluate(args.path, dataset=args.dataset, data_dir=args.data_dir,
                                preprocessing=args.preprocessing, max_examples=args.max_examples)
     # Standard JSON: a non-finite number (a diverged net's loss) is null.
@@ -282,11 +351,11 @@ def cmd_gates(args, extra):
     from keras_gresnet import analysis, zoo
 
     if extra:
-        raise ValueError(f"unexpected arguments {extra}")
+        raise ValueError(f"unexpected arguments {shown(extra)}")
     model = zoo.resolve(args.path).model
     values = analysis.gate_values(model)
     if not values:
-        print(f"{model.name} has no gates")
+        print(f"{printable(model.name)} has no gates")
         return
     _print_table([(v["index"], v["block"], f"{v['k']:.4f}", f"{v['g']:.4f}") for v in values],
                  ("index", "block", "k", "g(k)"), text_columns=2)
@@ -317,55 +386,56 @@ def cmd_prune(args, extra):
     from keras_gresnet import analysis, files, training, zoo
 
     if extra:
-        raise ValueError(f"unexpected arguments {extra}")
+        raise ValueError(f"unexpected arguments {shown(extra)}")
     if sum((args.blocks is not None, args.count is not None, args.zero_gates)) != 1:
         raise ValueError("give one of --blocks NAME,NAME..., --count N (with --order) or "
                          "--zero-gates")
     if args.count is not None and args.count < 1:
-        raise ValueError(f"--count {args.count}: remove at least 1 block (an integer >= 1)")
+        raise ValueError(f"--count {shown(args.count)}: remove at least 1 block (an integer >= 1)")
     blocks = None
     if args.blocks is not None:
         blocks = [int(b) if b.isdigit() else b for b in args.blocks.split(",") if b]
         if not blocks:
-            raise ValueError(f"--blocks {args.blocks!r}: name at least one block")
-        twice = sorted({str(b) for b in blocks if blocks.count(b) > 1})
+            raise ValueError(f"--blocks {shown(args.blocks)}: name at least one block")
+        twice = sorted({shortened(b) for b in blocks if blocks.count(b) > 1})
         if twice:
             raise ValueError(f"--blocks names {', '.join(twice)} more than once; name each "
                              f"block once")
     if args.out and not args.out.endswith(".keras"):
-        raise ValueError(f"--out must end in .keras, got {args.out!r}")
+        raise ValueError(f"--out must end in .keras, got {shown(args.out)}")
     resolved = zoo.resolve(args.path)
     model = resolved.model
     if args.zero_gates:
         blocks = analysis.closed_blocks(model)
         if not blocks:
-            raise ValueError(f"{resolved.source!r} has no removable block whose gate is "
+            raise ValueError(f"{shown(resolved.source)} has no removable block whose gate is "
                              f"exactly closed (g(k) = 0): nothing to remove")
     elif blocks is None:
         order = analysis.removal_order(model, args.order, args.seed)
         if args.count > len(order):
-            raise ValueError(f"--count {args.count}: only {len(order)} blocks can be removed")
+            raise ValueError(f"--count {shown(args.count)}: only {len(order)} blocks can be "
+                             f"removed")
         blocks = order[: args.count]
     out, ours = _pruned_out(args, resolved, len(blocks))
     if out.exists() and not ours:
-        raise ValueError(f"--out {str(out)!r} exists; the pruned model is never written over "
+        raise ValueError(f"--out {shown(str(out))} exists; the pruned model is never written over "
                          f"a file of yours: pick another --out")
     pruned = analysis.prune(model, blocks)
     names = [b.name if isinstance(b, analysis.Block) else b for b in blocks]
     accuracies = []
     if resolved.config is not None or args.dataset or resolved.card.get("dataset"):
-        images, labels, _ = training.test_set(resolved, dataset=args.dataset,
-                                              data_dir=args.data_dir)
+        images, labels, _, _ = training.test_set(resolved, dataset=args.dataset,
+                                                 data_dir=args.data_dir)
         for m in (model, pruned):
             raw = zoo.raw_pixels_model(zoo.Resolved(m, resolved.card, "model", m.name))
             accuracies.append(analysis.accuracy(raw, (training.fitted_pixels(images, raw),
                                                       labels)))
     with files.atomic_path(out) as tmp:
         pruned.save(tmp)
-    print(f"removed {len(names)} blocks: {', '.join(map(str, names))}")
+    print(f"removed {len(names)} blocks: {', '.join(map(printable, names))}")
     for label, value in zip(("before", "after"), accuracies):
         print(f"test accuracy {label}: {100 * value:.2f}%")
-    print(f"saved {out}")
+    print(f"saved {printable(out)}")
 
 
 def precheck_predict(args, extra):
@@ -374,9 +444,9 @@ def precheck_predict(args, extra):
     from keras_gresnet.data.folders import picture_paths
 
     if extra:
-        raise ValueError(f"unexpected arguments {extra}")
+        raise ValueError(f"unexpected arguments {shown(extra)}")
     if args.top < 1:
-        raise ValueError(f"--top {args.top}: expected an integer >= 1")
+        raise ValueError(f"--top {shown(args.top)}: expected an integer >= 1")
     paths, problems = picture_paths(args.images)
     if not paths:
         raise ValueError(problems[0])
@@ -407,9 +477,9 @@ def cmd_predict(args, extra):
         try:
             read.append((path, predictions.read_pictures([path], shape)[0]))
         except ValueError as error:
-            problems.append(" ".join(str(error).split()))
+            problems.append(str(error))
     for problem in problems:
-        print(f"keras-gresnet predict: skipped {problem}", file=sys.stderr)
+        print(f"keras-gresnet predict: skipped {_one_line(problem)}", file=sys.stderr)
     if not read:
         return 2
     pictures = np.stack([picture for _, picture in read])
@@ -425,8 +495,8 @@ def cmd_predict(args, extra):
     top = min(args.top, probabilities.shape[1])
     rows = predictions.decode_predictions(probabilities, names, top)
     for (path, _), row in zip(read, rows):
-        print(f"{predictions.printable(path)}: "
-              + ", ".join(f"{name} {100 * p:.1f}%" for name, p in row))
+        print(f"{printable(path)}: "
+              + ", ".join(f"{printable(name)} {100 * p:.1f}%" for name, p in row))
     if resolved is not None and resolved.preprocessing is None and not resolved.takes_raw_pixels:
         print("note: the source records no preprocessing; pixels were scaled to [0, 1]",
               file=sys.stderr)
@@ -439,7 +509,7 @@ def cmd_export(args, extra):
     from keras_gresnet import export
 
     if extra:
-        raise ValueError(f"unexpected arguments {extra}")
+        raise ValueError(f"unexpected arguments {shown(extra)}")
     if args.format is None:  # the suffix says which; check_out refuses a contradiction
         args.format = {".onnx": "onnx", ".tflite": "litert"}.get(
             os.path.splitext(args.out)[1], "tf_saved_model")
@@ -448,7 +518,8 @@ def cmd_export(args, extra):
     out = export.export(args.model, args.out, format=args.format,
                         include_preprocessing=not args.no_preprocessing)
     takes = "normalised pixels" if args.no_preprocessing else "raw 0-255 pixels"
-    print(f"exported {args.model} as {args.format} (takes {takes}): {out}")
+    print(f"exported {printable(args.model)} as {args.format} (takes {takes}): "
+          f"{printable(out)}")
 
 
 def _size(size):
@@ -463,14 +534,15 @@ def cmd_weights(args, extra):
     from keras_gresnet import weights
 
     if extra:
-        raise ValueError(f"unexpected arguments {extra}")
+        raise ValueError(f"unexpected arguments {shown(extra)}")
     if args.action == "list":
         entries = weights.list_weights(args.pattern)
         if not entries and not weights.list_weights():
-            print(f"no published weights yet (registry: {weights.registry.REGISTRY_FILE})")
+            print(f"no published weights yet (registry: "
+                  f"{printable(weights.registry.REGISTRY_FILE)})")
             return
         if not entries:
-            raise ValueError(f"no published weights match pattern={args.pattern!r} "
+            raise ValueError(f"no published weights match pattern={shown(args.pattern)} "
                              f"(registry: {weights.registry.REGISTRY_FILE})")
         from keras_gresnet.papers import paper_error
 
@@ -486,7 +558,7 @@ def cmd_weights(args, extra):
         _print_table(rows, ("name", "builder", "args", "dataset", "test error", "paper", "size",
                             "status"), text_columns=4)
     elif args.action == "download":
-        print(weights.weights_path(args.name, cache_dir=args.cache_dir))
+        print(printable(weights.weights_path(args.name, cache_dir=args.cache_dir)))
     elif args.action == "show":
         print(weights.model_card(weights.get_weights(args.name)), end="")
     else:
@@ -494,7 +566,8 @@ def cmd_weights(args, extra):
             weights.get_weights(args.name)  # an unknown name is an error, not "no match"
         report = weights.verify_cache(args.name or "*", cache_dir=args.cache_dir)
         if not report:
-            print(f"no published weights (registry: {weights.registry.REGISTRY_FILE})")
+            print(f"no published weights (registry: "
+                  f"{printable(weights.registry.REGISTRY_FILE)})")
             return
         _print_table([(name, status, "" if path is None else str(path))
                       for name, path, status in report], ("name", "status", "file"),
@@ -519,7 +592,7 @@ _SOURCE_HELP = ("anything a model comes from: a published weights name, a run fo
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="keras-gresnet",
         description="Gated (GResNet) and pre-activation residual networks for Keras 3.",
     )
@@ -550,7 +623,7 @@ def build_parser():
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("model", help="a zoo model's name (`keras-gresnet list` shows them)")
-    from keras_gresnet._options import RunOptions
+    from keras_gresnet._options import RunOptions, seed_option
     from keras_gresnet.data.datasets import DATASETS
 
     RunOptions.add_arguments(p, datasets=[*DATASETS, "imagenet2012"], recipes=_catalog.RECIPES)
@@ -590,7 +663,8 @@ def build_parser():
                    help="remove every block whose gate is exactly closed, g(k) = 0: the "
                    "same predictions, faster")
     p.add_argument("--order", default="greedy", help="greedy (smallest g(k) first) or random")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random order")
+    p.add_argument("--seed", type=seed_option, default=0,
+                   help="seed of the random order (default 0)")
     p.add_argument("--out", help="the pruned model (.keras); default in a run folder, beside "
                    "a file or preset, else in the working folder")
     p.add_argument("--dataset", help="the test set of the before/after accuracy (default: a "
@@ -728,14 +802,15 @@ def main(argv=None):
         except ValueError as error:
             if debug:
                 raise
-            print(f"keras-gresnet {args.command}: error: {' '.join(str(error).split())}",
-                  file=sys.stderr)
-            return 2
+            return _error(args.command, error)
     if args.command in _NEEDS_KERAS or getattr(args, "build", False):
         missing = _missing_backend()
         if missing:
-            print(f"keras-gresnet {args.command}: error: {missing}", file=sys.stderr)
-            return 2
+            return _error(args.command, missing)
+        try:
+            split_cpu_for_jax()  # KERAS_GRESNET_CPU_DEVICES, before JAX is imported
+        except ValueError as error:
+            return _error(args.command, error)
         _import_tensorflow_quietly()
     try:
         code = args.func(args, extra)
@@ -752,8 +827,9 @@ def main(argv=None):
         return 130
     except FileNotFoundError as error:
         # data.DatasetNotFoundError: what was looked for, and how to get it.
-        if not debug and type(error).__name__ == "DatasetNotFoundError":
-            print(f"keras-gresnet {args.command}: error: {error}", file=sys.stderr)
+        if not debug and type(error).__name__ == "DatasetNotFoundError":  # lines by design
+            lines = "\n".join(printable(line) for line in str(error).splitlines())
+            print(f"keras-gresnet {args.command}: error: {lines}", file=sys.stderr)
             return 2
         if debug or error.errno not in _ENVIRONMENT_ERRNOS:
             raise
@@ -761,9 +837,7 @@ def main(argv=None):
     except ValueError as error:  # bad input: one clear line, no traceback
         if debug or not _raised_here(error):
             raise
-        line = " ".join(str(error).split())
-        print(f"keras-gresnet {args.command}: error: {line}", file=sys.stderr)
-        return 2
+        return _error(args.command, error)
     except OSError as error:
         # A full disk, a read-only or missing folder: the environment, named.
         if debug or error.errno not in _ENVIRONMENT_ERRNOS:
@@ -774,7 +848,7 @@ def main(argv=None):
         codes = {"TrainingDiverged": 3, "WorkerLost": 4}
         if type(error).__name__ not in codes:
             raise
-        print(f"keras-gresnet {args.command}: {error}", file=sys.stderr)
+        print(f"keras-gresnet {args.command}: {_one_line(error)}", file=sys.stderr)
         if type(error).__name__ == "WorkerLost" and _joined_jax_cluster():
             # JAX's shutdown at exit would wait for the lost process, then
             # abort (SIGABRT) after its heartbeat timeout; every file the run
@@ -786,13 +860,19 @@ def main(argv=None):
     return code or 0
 
 
+def _error(command, text):
+    """Print ``keras-gresnet COMMAND: error: TEXT`` on one line
+    (:func:`_one_line`: the user's values shortened, names from files
+    escaped); returns 2, bad input's exit code."""
+    print(f"keras-gresnet {command}: error: {_one_line(text)}", file=sys.stderr)
+    return 2
+
+
 def _environment_error(command, error):
     """A full disk, a read-only or missing folder, a name too long: the
     environment, named in one line; exit 2."""
     where = f" {error.filename}" if error.filename else ""
-    print(f"keras-gresnet {command}: error: cannot use{where}: {error.strerror}",
-          file=sys.stderr)
-    return 2
+    return _error(command, f"cannot use{where}: {error.strerror}")
 
 
 def _joined_jax_cluster():

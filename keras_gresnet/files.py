@@ -12,6 +12,8 @@ import threading
 import time
 from pathlib import Path
 
+from keras_gresnet.limits import MAX_TEXT_BYTES  # the bounds' one place
+
 
 @contextlib.contextmanager
 def atomic_path(path):
@@ -59,9 +61,6 @@ def _no_constant(name):
     raise json.JSONDecodeError(f"{name} is not a number this package writes", name, 0)
 
 
-# The largest JSON or CSV file of a run, preset or card this package reads
-# (its own are kilobytes: a history of 10,000 epochs is about 2 MB).
-MAX_TEXT_BYTES = 64 * 2**20
 
 
 def read_bounded(path, max_bytes=MAX_TEXT_BYTES):

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from keras_gresnet.data.folders import (  # noqa: F401 (picture_paths, printable: re-exported)
-    _decoded, _header, checked_image_shape, picture_paths, printable,
+from keras_gresnet._text import printable
+from keras_gresnet.data.folders import (  # noqa: F401 (picture_paths: re-exported)
+    _decoded, _header, checked_image_shape, picture_paths,
 )
 from keras_gresnet.finetune import source_info
 
@@ -66,6 +67,7 @@ def exported_predictor(path):
     it, so nothing is left to apply here."""
     from keras_gresnet import export
 
+    export.check_artefact(path)  # its ops first: a foreign op is refused, whatever it claims
     contract = export.read_contract(path)
     if contract.get("pixels") != "raw 0-255":
         raise ValueError(

@@ -26,6 +26,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 
 from keras_gresnet import cli, data, files, training, weights, zoo  # noqa: E402
+from keras_gresnet.layers import ZooModel  # noqa: E402
 
 SHIPPED = Path(__file__).resolve().parents[1] / "zoo" / "weights"  # the release assets
 # The weights are the output of this package's code, under its licence.
@@ -98,22 +99,58 @@ def published_entry(run, today):
     name = config["model"] + "".join(str(v) for v in kwargs.values()) + "_" + config["dataset"]
     target = SHIPPED / f"{name}.keras"
     target.parent.mkdir(parents=True, exist_ok=True)
-    model, _ = training.load_run(run)
-    with files.atomic_path(target) as tmp:  # weights only: no optimizer state
-        training.inference_copy(model).save(tmp)
     info = data.DATASETS[config["dataset"]]
-    return dict(
+    entry = dict(
         name=name, builder=config["model"], builder_kwargs=kwargs, dataset=config["dataset"],
         input_shape=list(info.image_shape), classes=info.num_classes,
         class_names=list(info.class_names),
         preprocessing=config["data"]["preprocessing"],
         test_error_percent=round(results["test_error_percent"], 4),
         command=recorded_command(config), params=results["params"], file=target.name,
-        size=target.stat().st_size, sha256=weights.sha256_of(target),
         keras_version=config["versions"]["keras"], date=today, status=weights.PUBLISHED,
         license=LICENSE, dataset_terms=info.terms, epochs=config["recipe"]["epochs"],
         seed=config["seed"],
     )
+    save_published(zoo.resolve(run).model, entry, target)
+    return {**entry, "size": target.stat().st_size, "sha256": weights.sha256_of(target)}
+
+
+def save_published(model, entry, target):
+    """``model`` saved to ``target`` as the published file of ``entry``: a
+    ``ZooModel`` (its builder and arguments in its config) carrying the
+    entry's card (class names, preprocessing, source, licence: everything
+    but the file's own digest, which the registry holds), without optimizer
+    state; ``keras.saving.load_model`` gives it back with its card."""
+    card = {k: v for k, v in zoo.resolver.entry_card(entry).items() if k != "weights_sha256"}
+    model = zoo.resolver._as_zoo_model(model, *zoo.resolver._entry_builder(entry), card) \
+        if not isinstance(model, ZooModel) else model
+    if not isinstance(model, ZooModel):
+        raise ValueError(f"{entry['name']}: its builder does not rebuild the model exactly")
+    model.remember(entry["builder"], model.builder_kwargs, card)
+    with files.atomic_path(target) as tmp:  # weights only: no optimizer state
+        training.inference_copy(model).save(tmp)
+
+
+def republish(entry):
+    """Save a published entry's file again as :func:`save_published` writes
+    it, its weights identical to the bit (checked array by array); returns
+    the entry with the new file's size and sha256."""
+    target = SHIPPED / entry["file"]
+    old = zoo.resolve(entry["name"]).model
+    before = [w.copy() for w in old.get_weights()]
+    save_published(old, entry, target)
+    new = keras.saving.load_model(target, compile=False, safe_mode=True)
+    after = new.get_weights()
+    if not (isinstance(new, ZooModel) and new.card.get("class_names") == entry["class_names"]):
+        raise RuntimeError(f"{target}: the saved file does not carry its card")
+    if len(before) != len(after) or not all(
+            a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+            for a, b in zip(before, after)):
+        raise RuntimeError(f"{target}: the weights changed when saved again")
+    earlier = [*entry.get("earlier_files", []),
+               {"sha256": entry["sha256"], "size": entry["size"]}]
+    return {**entry, "size": target.stat().st_size, "sha256": weights.sha256_of(target),
+            "keras_version": keras.__version__, "earlier_files": earlier}
 
 
 def untrained_entry(spec):
@@ -138,6 +175,9 @@ def main(argv=None):
     parser.add_argument("runs", nargs="*", type=Path, help="finished run folders")
     parser.add_argument("--untrained", action="store_true",
                         help="(re)write the 'not yet trained' entries too")
+    parser.add_argument("--republish", action="store_true",
+                        help="save every published file again as a ZooModel carrying its "
+                        "card (weights identical to the bit, checked); size and sha256 updated")
     parser.add_argument("--cards", action="store_true",
                         help="fill the model-card fields (licence, dataset terms, epochs, "
                         "seed) of every published entry from its command and dataset")
@@ -152,6 +192,11 @@ def main(argv=None):
     if args.untrained:
         for spec in NOT_YET_TRAINED:
             entries[spec["name"]] = untrained_entry(spec)
+    if args.republish:
+        for name, entry in entries.items():
+            if entry["status"] == weights.PUBLISHED:
+                entries[name] = republish(entry)
+                print(f"republished {name}: {entries[name]['sha256'][:12]}", file=sys.stderr)
     if args.cards:
         for name, entry in entries.items():
             if entry["status"] == weights.PUBLISHED:

@@ -18,6 +18,7 @@ PACKAGE = "keras_gresnet"
 # The one direction imports flow: a module may import its own part and the
 # parts before it, never one after it. Same-rank parts do not import each other.
 ORDER = [
+    ("limits", "_text"),
     ("_version", "_checks", "_cpu", "_paths", "_catalog", "papers", "_pixels", "files",
      "optimizers"),
     ("_options", "runlock"),

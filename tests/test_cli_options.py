@@ -165,3 +165,102 @@ def test_train_refuses_typos_before_keras_is_imported(tmp_path, words, message):
     assert done.stdout.split() == ["False", "False"]
     assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "runs").exists()
+
+
+def _exit_code(argv):
+    """``cli.main``'s exit code, argparse's own refusals (``SystemExit``) included."""
+    try:
+        return cli.main(argv)
+    except SystemExit as ended:
+        return ended.code
+
+
+@pytest.mark.parametrize("words,message", [
+    (["--lr", "0.1", "--learning-rate", "0.2"], "--lr 0.1 and --learning-rate 0.2 give one "
+                                                "option two values through two spellings; "
+                                                "give it once"),
+    (["--learning-rate", "0.2", "--lr=0.1"], "--learning-rate 0.2 and --lr 0.1 give one "
+                                             "option two values"),
+    (["--batch-size", "4", "--batch_size=8"], "--batch-size 4 and --batch_size 8 give one "
+                                              "option two values"),
+])
+def test_an_option_given_twice_with_two_values_is_refused_before_the_run_folder(
+        tmp_path, capsys, words, message):
+    """Aliases (--lr, --learning-rate) or spellings (--batch-size,
+    --batch_size) of one option with two values: one line naming both, exit
+    2, and no run folder."""
+    argv = ["train", "gresnet_mlp", "--depth", "2", *words, "--out", str(tmp_path / "run")]
+    assert _exit_code(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_option_given_twice_with_one_value_is_that_value():
+    options = cli.parse_extra(["--lr", "0.1", "--learning-rate", "1e-1", "--depth", "2",
+                               "--depth=2"])
+    assert cli.split_options(options) == ({"learning_rate": 0.1}, {"depth": 2})
+    args, extra = cli.build_parser().parse_known_args(
+        ["train", "gresnet_mlp", "--seed", "3", "--seed=3"])
+    assert args.seed == 3 and extra == []
+
+
+def test_the_same_spelling_again_overrides_as_argparse_does():
+    """A script that appends an option to a command line overrides it:
+    argparse's own rule, kept for the run's options and the free ones."""
+    args, _ = cli.build_parser().parse_known_args(["train", "gresnet_mlp", "--seed", "1",
+                                                   "--seed=2"])
+    assert args.seed == 2
+    assert cli.parse_extra(["--lr", "0.1", "--lr", "0.2"]) == {"lr": 0.2}
+
+
+@pytest.mark.parametrize("argv", [
+    ["prune", "any-model", "--count", "1", "--order", "random", "--seed", "-1"],
+    ["train", "gresnet_mlp", "--seed", "-1"],
+    ["train", "gresnet_mlp", "--seed", str(2**31)],
+])
+def test_a_negative_or_too_large_seed_is_one_line_naming_the_option(capsys, argv):
+    assert _exit_code(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "error: argument --seed: expected an integer in [0, 2147483647], got '" in err
+
+
+def test_a_random_removal_order_checks_its_seed():
+    from keras_gresnet import analysis
+
+    model = zoo.gresnet_mlp(depth=4)
+    assert len(analysis.removal_order(model, "random", 2**31 - 1)) == 2
+    with pytest.raises(ValueError, match=r"seed must be an integer in \[0, 2147483647\], got -1"):
+        analysis.removal_order(model, "random", -1)
+
+
+def test_a_long_value_is_echoed_shortened(tmp_path, capsys):
+    """A 100,000-character value: its first 100 characters and its length."""
+    argv = ["train", "gresnet_mlp", "--depth", "2", "--units", "1" * 100_000,
+            "--out", str(tmp_path / "run")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and len(err) < 300, err[:500]
+    assert f"units must be an integer >= 1, got '{'1' * 99} ... (100002 characters)" in err
+    assert not (tmp_path / "run").exists()
+    # argparse's own echo too (its message is not ours): cut at 1,000 characters
+    assert _exit_code(["predict", "model", "p.png", "--top", "x" * 100_000]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "(100002 characters)" in err and len(err) < 1200
+
+
+def test_texts_from_outside_are_escaped_and_echoes_shortened(capsys):
+    from keras_gresnet import _text, weights
+
+    assert _text.printable("cat\x1b[31m\nforged line") == "cat\\x1b[31m\\nforged line"
+    assert _text.shown("x" * 500) == "'" + "x" * 99 + " ... (502 characters)"
+    assert _text.shown([1, "a"]) == "[1, 'a']"
+    assert _text.shown(int("f" * 5000, 16)).startswith("0xffff")  # past str()'s 4,300 digits
+    assert cli._one_line("a\n  b\x1b[2J") == "a b\\x1b[2J"
+    cli._print_table([("cat\x1b[2J", 1), ("dog\nforged", 2)], ("name", "n"))
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and len(out.splitlines()) == 4 and "cat\\x1b[2J" in out
+    entry = weights.list_weights()[0]
+    card = weights.model_card(dict(entry, license="MIT\n- forged: line", command="\x1b[2J"))
+    assert "\x1b" not in card and card.count("\n") == weights.model_card(entry).count("\n")

@@ -470,3 +470,51 @@ def test_the_size_to_train_at_is_chosen_or_a_large_one_refused(tmp_path):
     with pytest.raises(ValueError, match=r"may not set \['input_shape'\].*for --dataset folder"):
         config.resolve_config("gresnet_cifar", model_kwargs=dict(input_shape=(32, 32, 3)),
                               dataset="cifar10")
+
+
+def test_predict_prints_one_escaped_line_per_picture(tmp_path, capsys):
+    """Class names from a preset's metadata (a file: they can hold anything)
+    reach the terminal escaped: an escape sequence cannot colour it, a
+    newline cannot forge a second line for a picture."""
+    model = zoo.gresnet_mlp(depth=2)
+    names = ["zero\nforged line", *(f"red\x1b[31m{i}" for i in range(1, 10))]
+    preset = zoo.save_preset(model, tmp_path / "preset", builder="gresnet_mlp",
+                             builder_kwargs=dict(depth=2), metadata={"class_names": names})
+    pictures = [tmp_path / "p0.png", tmp_path / "p1.png"]
+    for path, value in zip(pictures, (10, 200)):
+        picture(path, size=(28, 28), value=value, mode="L")
+    assert cli.main(["predict", str(preset), *map(str, pictures), "--top", "10"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert len(lines) == 2 and "\x1b" not in out
+    assert [line.split(": ")[0] for line in lines] == list(map(str, pictures))
+    assert all("zero\\nforged line" in line and "red\\x1b[31m9" in line for line in lines)
+
+
+def test_a_picture_past_pillows_bomb_limit_is_refused_in_one_line(tmp_path, monkeypatch):
+    """Past Pillow's MAX_IMAGE_PIXELS Pillow warns (two lines), past twice
+    it it refuses: both are refused here, in one line, with no warning."""
+    import warnings
+
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)
+    root = tmp_path / "pets"
+    for name in ("cat", "dog"):
+        (root / name).mkdir(parents=True)
+        for i in range(2):
+            picture(root / name / f"{i}.png", size=(20, 20))
+    warned, refused = root / "cat" / "warned.png", tmp_path / "refused.png"
+    picture(warned, size=(40, 30))  # 1,200 pixels: Pillow's warning
+    picture(refused, size=(50, 50))  # 2,500 pixels: Pillow's error
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for path in (warned, refused):
+            with pytest.raises(ValueError) as error:
+                predictions.read_pictures([path], (8, 8, 3))
+            assert str(error.value) == (
+                f"{path} has more than 1,000 pixels, Pillow's decompression-bomb limit "
+                f"(PIL.Image.MAX_IMAGE_PIXELS); pictures of at most that many pixels are read")
+        with pytest.raises(ValueError, match="warned.png has more than 1,000 pixels"):
+            data.read_image_folder(root)
+        assert predictions.read_pictures([root / "dog" / "0.png"], (8, 8, 3)).shape == (
+            1, 8, 8, 3)
+    assert not [w for w in caught if issubclass(w.category, Image.DecompressionBombWarning)]

@@ -25,7 +25,7 @@ import dataclasses
 import keras
 import numpy as np
 
-from keras_gresnet._checks import check_choice, check_int
+from keras_gresnet._checks import check_choice, check_int, check_seed
 from keras_gresnet.analysis.gates import block_prefix
 from keras_gresnet.layers import gate_layers
 
@@ -295,8 +295,9 @@ def closed_blocks(model):
 def removal_order(model, order="greedy", seed=0):
     """The removable blocks of ``model`` in the order GR removes them:
     ``"greedy"``, smallest ``g(k)`` first (gated models only), or
-    ``"random"``, a seeded permutation."""
+    ``"random"``, a seeded permutation (``seed``: an integer in [0, 2**31 - 1])."""
     check_choice(order, "order", ORDERS)
+    check_seed(seed, "seed")
     blocks = [b for b in residual_blocks(model) if b.removable]
     if order == "random":
         return [blocks[i] for i in np.random.default_rng(seed).permutation(len(blocks))]

@@ -59,6 +59,7 @@ _NAMES = {
     "read_idx": "readers",
     "FOLDER": "folders",
     "read_image_folder": "folders",
+    "read_test_folder": "folders",
     "DatasetNotFoundError": "sources",
     "datasets_folder": "sources",
     "load": "sources",

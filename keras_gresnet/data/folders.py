@@ -22,8 +22,11 @@ batches from them (:func:`keras_gresnet.data.pipelines.pipeline` with
   model's input, ``--input-shape``), else the folder's most common size when
   neither side exceeds 512. A JPEG is decoded at 1/2, 1/4 or 1/8 of its size
   where that still covers the target (Pillow's ``draft``); every picture's
-  declared size is checked before it is decoded (at most 1 GiB decoded), and
-  the folder's arrays together (at most 4 GiB).
+  declared size is checked before it is decoded (at most 1 GiB decoded, and
+  at most Pillow's decompression-bomb limit of pixels,
+  ``PIL.Image.MAX_IMAGE_PIXELS``: past it, where Pillow only warns, the
+  picture is refused as past twice it, where Pillow refuses), and the
+  folder's arrays together (at most 4 GiB).
 - **Orientation**: a photo's EXIF orientation is applied (Pillow's
   ``exif_transpose``).
 - **Channels**: grey (1) or RGB (3), converted to what the target asks for;
@@ -44,13 +47,18 @@ folder.
 """
 
 import collections
+import contextlib
 import glob
 import math
 import os
 import stat
+import warnings
 from pathlib import Path
 
 import numpy as np
+
+from keras_gresnet._text import printable
+from keras_gresnet.limits import MAX_DECODED_BYTES, MAX_FOLDER_BYTES
 
 FOLDER = "folder"  # the dataset name of a picture folder in a run's config
 CHANNELS = (1, 3)
@@ -79,14 +87,6 @@ def _inside(path, root):
     return True
 
 
-def printable(path):
-    """A path or name as printed: control characters and other
-    unprintable ones escaped (a class folder named with an escape sequence
-    cannot move the user's cursor)."""
-    text = str(path)
-    return text if text.isprintable() else repr(text)[1:-1]
-
-
 def _visible(folder):
     return sorted(p for p in folder.iterdir() if not p.name.startswith("."))
 
@@ -105,11 +105,12 @@ class _Skipped(collections.Counter):
         return ", ".join(f"{n} {why}" for why, n in sorted(self.items()))
 
 
-def _class_files(folder, root, skipped):
-    """``{class name: [picture paths]}`` of a folder of class folders; files
-    that are not pictures (by their ending: ``Thumbs.db``, ``README.txt``) and
-    entries that are not regular files (named pipes, sockets, devices: never
-    opened) are counted in ``skipped``."""
+def _class_files(folder, root, skipped, least=2):
+    """``{class name: [picture paths]}`` of a folder of class folders, at
+    least ``least`` of them (2 to train a classifier; a test set may hold
+    one); files that are not pictures (by their ending: ``Thumbs.db``,
+    ``README.txt``) and entries that are not regular files (named pipes,
+    sockets, devices: never opened) are counted in ``skipped``."""
     if not folder.is_dir():
         raise ValueError(f"image folder {printable(folder)!r} is not a folder")
     suffixes = picture_suffixes()
@@ -143,7 +144,7 @@ def _class_files(folder, root, skipped):
         raise ValueError(
             f"image folder {printable(folder)!r} holds no class folders: put each class's "
             f"pictures in a subfolder named after it (pets/cat/1.png, pets/dog/2.png)")
-    if len(classes) < 2:
+    if len(classes) < least:
         raise ValueError(
             f"image folder {printable(folder)!r} holds one class folder ({printable(*classes)!r}); "
             f"a classifier needs at least 2 classes, one subfolder each")
@@ -153,13 +154,8 @@ def _class_files(folder, root, skipped):
 # Grey modes, as Pillow names them; 16- and 32-bit integer grey ("I;16",
 # "I") is read as 16-bit samples and scaled to 8 bits.
 GREY_MODES = ("1", "L", "LA", "La", "I", "I;16", "I;16L", "I;16B", "I;16N", "F")
-# The most memory one picture may take decoded (its declared width x height
-# x bands x bytes per band), checked before it is decoded.
-MAX_DECODED_BYTES = 1 << 30
 MAX_SIDE = 4096  # the largest side a folder's pictures are brought to
 MAX_DEFAULT_SIDE = 512  # ... without an image_shape (the folder's most common size)
-# The most memory a folder's decoded pictures may take together (uint8).
-MAX_FOLDER_BYTES = 4 << 30
 _ROTATED = (5, 6, 7, 8)  # EXIF orientations that swap width and height
 _BYTES_PER_PIXEL = {"1": 1, "L": 1, "P": 1, "LA": 2, "La": 2, "PA": 2, "RGB": 3, "YCbCr": 3,
                     "LAB": 3, "HSV": 3, "RGBA": 4, "RGBa": 4, "RGBX": 4, "CMYK": 4, "I": 4,
@@ -167,14 +163,42 @@ _BYTES_PER_PIXEL = {"1": 1, "L": 1, "P": 1, "LA": 2, "La": 2, "PA": 2, "RGB": 3,
 
 
 def _unreadable(path, error):
+    """The one line of a picture Pillow cannot read, or refuses to read (a
+    decompression bomb: more pixels than ``Image.MAX_IMAGE_PIXELS``)."""
+    Image = _pillow()
+    if isinstance(error, (Image.DecompressionBombError, Image.DecompressionBombWarning)):
+        return ValueError(f"{printable(path)} has more than {Image.MAX_IMAGE_PIXELS:,} pixels, "
+                          f"Pillow's decompression-bomb limit (PIL.Image.MAX_IMAGE_PIXELS); "
+                          f"pictures of at most that many pixels are read")
     return ValueError(f"{printable(path)} is not a picture Pillow can read "
                       f"({' '.join(str(error).split())})")
+
+
+@contextlib.contextmanager
+def _bombs_refused():
+    """Pillow's ``DecompressionBombWarning`` (a picture past
+    ``Image.MAX_IMAGE_PIXELS``, below twice it) raised, as Pillow raises its
+    ``DecompressionBombError`` past twice it: either is one line naming the
+    picture (:func:`_unreadable`), never the warning's two lines."""
+    Image = _pillow()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        yield
+
+
+def _pillow_errors():
+    """What Pillow raises for a picture it cannot read, or refuses to read (a
+    decompression bomb: :func:`_bombs_refused`)."""
+    Image = _pillow()
+    return (OSError, ValueError, SyntaxError, Image.DecompressionBombError,
+            Image.DecompressionBombWarning)
 
 
 def _header(path):
     """``(width, height, mode)`` of the picture at ``path``, as it will be
     seen (EXIF rotation applied), read from its header only; a picture that
-    would take more than ``MAX_DECODED_BYTES`` decoded is refused here."""
+    would take more than ``MAX_DECODED_BYTES`` decoded, or has more pixels
+    than Pillow's decompression-bomb limit, is refused here."""
     Image = _pillow()
     try:
         regular = stat.S_ISREG(os.stat(path).st_mode)  # never open a pipe: it would block
@@ -184,11 +208,11 @@ def _header(path):
         raise ValueError(f"{printable(path)} is not a regular file (a named pipe, socket, device "
                          f"or folder); give picture files")
     try:
-        with Image.open(path) as image:
+        with _bombs_refused(), Image.open(path) as image:
             width, height = image.size
             mode = image.mode
             orientation = image.getexif().get(0x0112, 1)
-    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as error:
+    except _pillow_errors() as error:
         raise _unreadable(path, error) from None
     decoded = width * height * _BYTES_PER_PIXEL.get(mode, 4)
     if decoded > MAX_DECODED_BYTES:
@@ -227,7 +251,7 @@ def _decoded(path, height, width, channels):
     from PIL import ImageOps
 
     try:
-        with Image.open(path) as image:
+        with _bombs_refused(), Image.open(path) as image:
             if image.format == "JPEG":
                 w, h = image.size
                 rotated = image.getexif().get(0x0112, 1) in _ROTATED
@@ -238,7 +262,7 @@ def _decoded(path, height, width, channels):
             image = ImageOps.exif_transpose(image)
             image.load()
             return _fitted(image, height, width, channels)
-    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as error:
+    except _pillow_errors() as error:
         raise _unreadable(path, error) from None
 
 
@@ -375,19 +399,7 @@ def read_image_folder(path, *, image_shape=None, test_fraction=0.2, seed=0, verb
               for s in SPLIT_FOLDERS}
     headers = {s: [_header(p) for p, _ in pairs] for s, pairs in listed.items()}
     height, width, channels = _target(headers["train"], image_shape)
-    count = len(listed["train"]) + len(listed["test"])
-    needed = count * height * width * channels
-    if needed > MAX_FOLDER_BYTES:
-        raise ValueError(
-            f"image folder {printable(path)!r}: {count} pictures at {height}x{width}x{channels} "
-            f"take {needed / 2**30:.1f} GiB; at most {MAX_FOLDER_BYTES / 2**30:.0f} GiB are read: "
-            f"choose a smaller size (--input-shape 64,64,3, image_shape=(64, 64, 3))")
-    arrays = {}
-    for split, pairs in listed.items():
-        images = np.zeros((len(pairs), height, width, channels), np.uint8)
-        for i, (picture, _) in enumerate(pairs):
-            images[i] = _decoded(picture, height, width, channels)
-        arrays[split] = (images, np.array([label for _, label in pairs], np.int32))
+    arrays = _read_listed(path, listed, (height, width, channels))
     converted = _conversions(headers["train"] + headers["test"], height, width, channels)
     summary = (f"Found {len(listed['train'])} training and {len(listed['test'])} test "
                f"pictures in {len(class_names)} classes "
@@ -404,6 +416,55 @@ def read_image_folder(path, *, image_shape=None, test_fraction=0.2, seed=0, verb
         print(summary)
     return dict(train=arrays["train"], test=arrays["test"], class_names=class_names,
                 image_shape=(height, width, channels), source=source, summary=summary)
+
+
+def _read_listed(path, listed, shape):
+    """``{split: (uint8 images, int32 labels)}`` of ``listed`` (``{split:
+    [(picture, label), ...]}``) decoded to ``shape``, one at a time; refused
+    in one line first when they would take more than
+    :data:`keras_gresnet.limits.MAX_FOLDER_BYTES` together."""
+    height, width, channels = shape
+    count = sum(map(len, listed.values()))
+    needed = count * height * width * channels
+    if needed > MAX_FOLDER_BYTES:
+        raise ValueError(
+            f"image folder {printable(path)!r}: {count} pictures at {height}x{width}x{channels} "
+            f"take {needed / 2**30:.1f} GiB; at most {MAX_FOLDER_BYTES / 2**30:.0f} GiB are read: "
+            f"choose a smaller size (--input-shape 64,64,3, image_shape=(64, 64, 3))")
+    arrays = {}
+    for split, pairs in listed.items():
+        images = np.zeros((len(pairs), height, width, channels), np.uint8)
+        for i, (picture, _) in enumerate(pairs):
+            images[i] = _decoded(picture, height, width, channels)
+        arrays[split] = (images, np.array([label for _, label in pairs], np.int32))
+    return arrays
+
+
+def read_test_folder(path, *, image_shape):
+    """Every picture of the folder ``path`` handed over as a test set: its
+    held-out part (``test/``, ``val/`` or ``validation/``) where it has
+    ``train/`` beside it, else every class folder, whole (no seeded split:
+    a test set is scored entire). Returns ``{"images", "labels",
+    "class_names", "source", "summary"}`` (labels index the sorted class
+    folder names, ``source`` the folder read); the same rules of classes,
+    size and channels as :func:`read_image_folder`."""
+    root = Path(path)
+    if not root.is_dir():
+        raise ValueError(f"image folder {printable(path)!r} does not exist or is not a folder")
+    root = root.resolve()
+    held_out = _held_out_folder(root, {p.name for p in _visible(root)})
+    read = root / held_out if held_out is not None else root
+    skipped = _Skipped()
+    files = _class_files(read, root, skipped, least=1)
+    class_names = sorted(files)
+    pairs = [(p, class_names.index(c)) for c in class_names for p in files[c]]
+    headers = [_header(p) for p, _ in pairs]
+    shape = _target(headers, image_shape)
+    images, labels = _read_listed(path, {"test": pairs}, shape)["test"]
+    summary = (f"scored every one of the {len(pairs)} pictures of {printable(read)} in "
+               f"{len(class_names)} classes" + (f"; skipped: {skipped.line()}" if skipped else ""))
+    return dict(images=images, labels=labels, class_names=class_names, source=str(read),
+                summary=summary)
 
 
 def looks_like_picture_folder(path):

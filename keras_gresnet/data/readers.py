@@ -15,6 +15,8 @@ import zlib
 
 import numpy as np
 
+from keras_gresnet.limits import IDX_MAX_BYTES  # the bounds' one place
+
 # numpy's pickling helpers, under numpy 2's module names (numpy 1: numpy.core).
 try:
     from numpy._core import multiarray as _np_multiarray
@@ -34,10 +36,10 @@ IDX_DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0
 # MNIST's IDX files.
 
 
-# The largest IDX file read: MNIST's and Fashion-MNIST's training images are
-# 47,040,016 bytes; a header that declares more (a 14 MB gzip can expand to
-# gigabytes) is refused before anything is decompressed past it.
-IDX_MAX_BYTES = 2 ** 27
+# The largest IDX file read is keras_gresnet.limits.IDX_MAX_BYTES: MNIST's and
+# Fashion-MNIST's training images are 47,040,016 bytes; a header that declares
+# more (a 14 MB gzip can expand to gigabytes) is refused before anything is
+# decompressed past it.
 
 
 def read_idx(path, *, magic=None, max_bytes=IDX_MAX_BYTES):

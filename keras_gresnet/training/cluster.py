@@ -17,6 +17,7 @@ import re
 import socket
 
 from keras_gresnet._checks import check_int
+from keras_gresnet._text import shown
 
 # Roles of TF_CONFIG's tasks that train; the chief, if any, counts as a worker.
 TRAINING_JOBS = ("chief", "worker")
@@ -81,17 +82,17 @@ def parse_workers(workers):
     if not items or not all(items):
         raise ValueError(
             f"workers must be host:port addresses separated by commas, e.g. "
-            f"'10.0.0.1:12345,10.0.0.2:12345', got {workers!r}"
+            f"'10.0.0.1:12345,10.0.0.2:12345', got {shown(workers)}"
         )
     for item in items:
         match = _ADDRESS.match(item)
         if not match or not 0 < int(match.group(2)) < 65536:
             raise ValueError(
-                f"workers: {item!r} is not a host:port address (port 1-65535), e.g. "
+                f"workers: {shown(item)} is not a host:port address (port 1-65535), e.g. "
                 f"'10.0.0.1:12345'"
             )
     if len(set(items)) != len(items):
-        raise ValueError(f"workers lists an address twice: {workers!r}")
+        raise ValueError(f"workers lists an address twice: {shown(workers)}")
     return tuple(items)
 
 

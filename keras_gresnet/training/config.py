@@ -17,6 +17,7 @@ import keras
 from keras_gresnet import data, zoo
 from keras_gresnet._cpu import cpu_info
 from keras_gresnet._checks import check_choice
+from keras_gresnet._text import shown
 from keras_gresnet._options import DTYPE_POLICIES, RunOptions  # noqa: F401 (DTYPE_POLICIES: training's)
 from keras_gresnet.training import backends, recipes
 from keras_gresnet.training.backends import resolve_strategy, sync_batchnorm
@@ -78,7 +79,7 @@ def _check_strategy(strategy, cluster):
     if cluster is not None and strategy != "multi_worker":
         raise ValueError(
             f"a cluster is configured (TF_CONFIG or workers), which needs strategy="
-            f"'multi_worker' or 'auto', got strategy={strategy!r}"
+            f"'multi_worker' or 'auto', got strategy={shown(strategy)}"
         )
     return strategy
 
@@ -97,7 +98,7 @@ def _check_model_kwargs(model_kwargs, dataset):
         if isinstance(shape, int) and not isinstance(shape, bool):  # --input-shape 784
             shape = (shape,)
         if isinstance(shape, str) or not isinstance(shape, (list, tuple)):
-            raise ValueError(f"input_shape={shape!r}: give the size to bring the pictures "
+            raise ValueError(f"input_shape={shown(shape)}: give the size to bring the pictures "
                              f"to as height,width,channels (--input-shape 32,32,3)")
         model_kwargs["input_shape"] = list(checked_image_shape(shape))
     reserved = sorted({"input_shape", "classes", "input_tensor"} & set(model_kwargs)
@@ -147,7 +148,7 @@ def resolve_config(model, *, model_kwargs=None, cluster=None, **options):
     dataset = default_dataset(model) if run.dataset is None else run.dataset
     check_choice(dataset, "dataset", (*data.DATASETS, data.IMAGENET, data.FOLDER))
     if run.data_dir is not None and not os.path.isdir(run.data_dir):
-        raise ValueError(f"data_dir={run.data_dir!r} is not a folder; pass the folder that "
+        raise ValueError(f"data_dir={shown(run.data_dir)} is not a folder; pass the folder that "
                          f"holds the dataset's files" + (
                              " (class subfolders of pictures)" if dataset == data.FOLDER
                              else ""))

@@ -4,19 +4,26 @@ records, or the one given), as raw 0-255 pixels, through the model with
 its recorded preprocessing inside (:func:`keras_gresnet.zoo.raw_pixels_model`,
 the pixel contract every door keeps), and the test metrics on it."""
 
+from pathlib import Path
+
 import numpy as np
 
 from keras_gresnet import data, zoo
+from keras_gresnet._text import printable
 from keras_gresnet._checks import check_choice, check_int
 from keras_gresnet.training.loss import cross_entropy, logits_head
 
 
 def test_set(source, *, dataset=None, data_dir=None):
-    """``(uint8 images, int32 labels, dataset name)`` the model of
-    ``source`` (anything :func:`keras_gresnet.zoo.resolve` takes) is tested
-    on: a run folder's own test set (its dataset or picture folder, its
-    seeded test subset) unless ``dataset`` names another; else ``dataset``,
-    by default the dataset its card records."""
+    """``(uint8 images, int32 labels, dataset name, how classes matched)``
+    the model of ``source`` (anything :func:`keras_gresnet.zoo.resolve`
+    takes) is tested on: a run folder's own test set (its dataset or picture
+    folder, its seeded test subset) unless ``dataset`` or another folder
+    names another; else ``dataset``, by default the dataset its card
+    records. A picture folder handed over is a test set: every picture of it
+    (its held-out part beside ``train/``), its class folders matched to the
+    model's classes by name (:func:`match_classes`; ``how`` says how,
+    ``None`` for a named dataset or a run's own folder)."""
     resolved = zoo.resolve(source)
     config = resolved.config or {}
     dataset = dataset or config.get("dataset") or resolved.card.get("dataset")
@@ -36,16 +43,88 @@ def test_set(source, *, dataset=None, data_dir=None):
             raise ValueError("a picture folder's test set needs its folder: pass data_dir "
                              "(--data-dir PATH)")
         shape = settings.get("image_shape") or resolved.model.input_shape[1:]
-        folder = data.read_image_folder(data_dir, image_shape=tuple(shape),
-                                        seed=settings.get("seed", config.get("seed", 0)))
-        images, labels = folder["test"]
+        if own and _same_folder(data_dir, config.get("data_dir")):
+            # the run's own folder: its own held-out split, as it was tested
+            folder = data.read_image_folder(data_dir, image_shape=tuple(shape),
+                                            seed=settings.get("seed", config.get("seed", 0)))
+            images, labels = folder["test"]
+        else:  # a folder handed over as a test set: every picture, classes by name
+            folder = data.read_test_folder(data_dir, image_shape=tuple(shape))
+            mapping, how = match_classes(folder["class_names"], resolved.class_names,
+                                         resolved.source, _classes(resolved.model))
+            images, labels = folder["images"], mapping[folder["labels"]]
+            return images, labels, dataset, how
     else:
         check_choice(dataset, "dataset", (*data.DATASETS, data.FOLDER))
         images, labels = data.load(dataset, "test", data_dir=data_dir)
     if own and config.get("max_test_examples"):  # the run's own seeded subset
         index = data.test_subset(len(labels), config["max_test_examples"], config["seed"])
         images, labels = images[index], labels[index]
-    return images, labels, dataset
+    return images, labels, dataset, None
+
+
+def _same_folder(a, b):
+    try:
+        return b is not None and Path(a).resolve() == Path(b).resolve()
+    except OSError:
+        return False
+
+
+def _classes(model):
+    """The model's class count (its head's units), or None."""
+    shape = model.output_shape
+    return shape[-1] if isinstance(shape, tuple) and shape and isinstance(shape[-1], int) \
+        else None
+
+
+def _folder_form(name):
+    """A class name as a folder can hold it: no ``/`` (nor ``\\``), which a
+    file system cannot keep in a name ("T-shirt/top" is "T-shirt_top")."""
+    return name.replace("/", "_").replace("\\", "_").strip()
+
+
+def match_classes(folder_names, class_names, source, classes=None):
+    """``(mapping, how)``: ``mapping[i]`` the model's label of the ``i``-th
+    (sorted) class folder, matched by name to the model's ``class_names``
+    (as a folder can spell them: :func:`_folder_form`; letter case aside
+    when that is unambiguous); folders named ``0`` .. ``N-1`` are indices. A
+    subset of the classes is fine; a folder matching no class is refused in
+    one line listing the model's names. A model that records no class
+    names takes the folders in sorted order, and ``how`` says so."""
+    if all(name.isdigit() for name in folder_names) and (
+            not class_names or not all(n in class_names for n in folder_names)):
+        indices = np.array([int(name) for name in folder_names])
+        limit = len(class_names) if class_names else classes
+        if limit is not None and indices.max() >= limit:
+            raise ValueError(f"class folder {int(indices.max())} is no class of {source!r}: it "
+                             f"has {limit} classes (folders 0 to {limit - 1})")
+        return indices, "class folders named by index"
+    if not class_names:
+        if classes is not None and len(folder_names) > classes:
+            raise ValueError(f"{len(folder_names)} class folders, {source!r} has {classes} "
+                             f"classes and records no names")
+        return np.arange(len(folder_names)), (
+            f"{source!r} records no class names: the folders taken in sorted order")
+    forms = {_folder_form(n): i for i, n in enumerate(class_names)}
+    lower = {}
+    for form, i in forms.items():
+        lower.setdefault(form.lower(), []).append(i)
+    mapping, unknown = [], []
+    for name in folder_names:
+        form = _folder_form(name)
+        if form in forms:
+            mapping.append(forms[form])
+        elif len(lower.get(form.lower(), ())) == 1:
+            mapping.append(lower[form.lower()][0])
+        else:
+            unknown.append(name)
+    if unknown:
+        shown_names = ", ".join(printable(n) for n in unknown[:5])
+        raise ValueError(
+            f"class folders {shown_names} name no class of {source!r}; its classes: "
+            f"{', '.join(printable(n) for n in class_names[:100])} (a folder spells '/' as "
+            f"'_'; folders 0 to {len(class_names) - 1} are indices)")
+    return np.array(mapping), "class folders matched by name"
 
 
 def with_preprocessing(source, method, dataset, data_dir=None):
@@ -118,7 +197,7 @@ def evaluate(source, *, dataset=None, data_dir=None, batch_size=256, preprocessi
     if max_examples is not None:
         max_examples = check_int(max_examples, "max_examples", 1)
     resolved = zoo.resolve(source)  # once: a file or a download is loaded one time
-    images, labels, dataset = test_set(resolved, dataset=dataset, data_dir=data_dir)
+    images, labels, dataset, how = test_set(resolved, dataset=dataset, data_dir=data_dir)
     images, labels = images[:max_examples], labels[:max_examples]
     resolved = with_preprocessing(resolved, preprocessing, dataset, data_dir)
     model = zoo.raw_pixels_model(resolved)
@@ -133,6 +212,7 @@ def evaluate(source, *, dataset=None, data_dir=None, batch_size=256, preprocessi
         test_accuracy=float(metrics["accuracy"]),
         test_error_percent=100 * (1 - float(metrics["accuracy"])),
         examples=len(labels),
+        **({"classes": how} if how else {}),
     )
 
 

@@ -42,6 +42,7 @@ import keras
 from keras_gresnet._checks import (  # noqa: F401 (MAX_COUNT: the largest count a field takes)
     MAX_COUNT, PREPROCESSINGS, check_count, check_listed, check_number, fail, is_real,
 )
+from keras_gresnet._text import shown
 from keras_gresnet.data.preprocessing import PAD_MODES
 from keras_gresnet.optimizers import OPTIMIZERS
 from keras_gresnet.layers import all_layers, gate_layers
@@ -466,7 +467,7 @@ def get_recipe(name, **overrides):
     """
     if name not in RECIPES:
         raise ValueError(
-            f"Unknown recipe name={name!r}; accepted: {', '.join(map(repr, RECIPES))}"
+            f"Unknown recipe name={shown(name)}; accepted: {', '.join(map(repr, RECIPES))}"
         )
     fields = [f.name for f in dataclasses.fields(Recipe)]
     unknown = sorted(set(overrides) - set(fields))
@@ -487,7 +488,7 @@ _REGULARIZER_ARGUMENTS = ("kernel_regularizer", "bias_regularizer", "gamma_regul
 
 def _check_decay(decay):
     if decay not in DECAYS:
-        raise ValueError(f"decay must be one of {', '.join(map(repr, DECAYS))}, got {decay!r}")
+        raise ValueError(f"decay must be one of {', '.join(map(repr, DECAYS))}, got {shown(decay)}")
 
 
 def decay_variables(model, k_decay=False, decay="all"):
@@ -529,7 +530,7 @@ def apply_weight_decay(model, weight_decay, k_decay=False, decay="all"):
         The decayed variables.
     """
     if not is_real(weight_decay) or weight_decay < 0:
-        raise ValueError(f"weight_decay must be a number >= 0, got {weight_decay!r}")
+        raise ValueError(f"weight_decay must be a number >= 0, got {shown(weight_decay)}")
     _check_decay(decay)
     regularizer = keras.regularizers.L2(weight_decay / 2) if weight_decay else None
     decayed = decay_variables(model, k_decay, decay)

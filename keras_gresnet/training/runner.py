@@ -17,7 +17,7 @@ from pathlib import Path
 import keras
 
 from keras_gresnet import data, zoo
-from keras_gresnet._cpu import cpu_info
+from keras_gresnet._cpu import CPU_DEVICES, cpu_info, memory_available
 from keras_gresnet.layers import gate_layers
 from keras_gresnet.training import backends, runs
 from keras_gresnet.training.cluster import resolve_cluster
@@ -106,6 +106,7 @@ def _train(config, cluster, out, overwrite, verbose, tensorboard):
     pipe = _data(config, recipe, loop)
     _note_schedule(config, recipe, pipe, loop.chief and verbose != 0)
     net = _compiled_model(config, recipe, pipe, loop.strategy)
+    _check_memory(net, config)
     backup = runs.EpochBackup(out / runs.BACKUP)
     # Outside the strategy's scope: loading makes Keras create a throw-away
     # optimizer, whose variables would be a collective op (a broadcast on
@@ -120,6 +121,8 @@ def _train(config, cluster, out, overwrite, verbose, tensorboard):
     # until the run ends, however it ends.
     lock = runs.prepare_folder(out, config, overwrite=overwrite, resumed=resumed) \
         if loop.chief else None
+    if loop.chief and verbose != 0:  # every check passed: what it trains with, then the epochs
+        print(devices_line(config, loop.strategy), file=sys.stderr, flush=True)
     try:
         # The history is written before the backup: a kill between the two
         # retrains that epoch and replaces its row, never loses it.
@@ -191,6 +194,64 @@ def _data(config, recipe, loop):
                     evaluated=dict(validation=pipe.num_validation, test=pipe.num_test))
     config.update(data=pipe.config, replicas=replicas, global_batch_size=global_batch_size)
     return pipe
+
+
+def _device_names(strategy):
+    """The short names of the devices ``strategy`` trains on (``CPU:0``,
+    ``GPU:1``), or ``None`` where the strategy does not list them."""
+    try:
+        names = getattr(getattr(strategy, "extended", None), "worker_devices", None)
+    except RuntimeError:  # TensorFlow's default strategy: this process's default device
+        names = None
+    distribution = getattr(strategy, "distribution", None)
+    if names is None and distribution is not None:
+        names = [str(d) for d in distribution.device_mesh.devices.reshape(-1)]
+    return None if not names else [str(n).rsplit("device:", 1)[-1] for n in names]
+
+
+def devices_line(config, strategy):
+    """One line: the strategy a run trains with, its replicas and devices;
+    ``--strategy mirrored`` that found one device says that it trains one
+    replica, and how to try several on a CPU."""
+    replicas = strategy.num_replicas_in_sync
+    devices = _device_names(strategy)
+    line = (f"{config['model']} on {config['dataset']}: strategy {config['strategy']}, "
+            f"{replicas} replica{'s' if replicas != 1 else ''}"
+            + (f" on {', '.join(devices)}" if devices else ""))
+    if config["strategy"] == "mirrored" and replicas == 1:
+        line += (f"; --strategy mirrored found one device, so it trains one replica "
+                 f"({CPU_DEVICES}=N splits the CPU into N devices to try it)")
+    return line
+
+
+# What a training process takes besides its net: TensorFlow or JAX, the data,
+# the pipeline (0.9 GB measured for a small CIFAR net on TensorFlow).
+PROCESS_BYTES = 2**30
+
+
+def _check_memory(net, config):
+    """Refuse (one line naming ``--input-shape``, before the run's first
+    write) a net whose training would take more memory than the machine has
+    free: its activations (:func:`keras_gresnet.zoo.summary.activation_values`,
+    4 bytes each, times the global batch), its weights with their gradients
+    and optimizer slots, and :data:`PROCESS_BYTES` for the process itself.
+    Measured: ``gresnet_cifar --n 5`` at 96x96x3, batch 128, peaked at 5.0 GB
+    (this estimate: 5.7 GiB). A picture folder is read at its pictures' own
+    size: 248x248 camera thumbnails ask 32 GiB, once killed by the kernel."""
+    from keras_gresnet.zoo.summary import activation_values
+
+    free = memory_available()
+    if free is None:
+        return
+    batch = config["global_batch_size"]
+    need = 4 * (batch * activation_values(net) + 4 * net.count_params()) + PROCESS_BYTES
+    if need > free:
+        shape = "x".join(str(d) for d in net.input_shape[1:])
+        raise ValueError(
+            f"{config['model']} at {shape} with a batch of {batch} needs about "
+            f"{need / 2**30:.1f} GiB to train, more than the {free / 2**30:.1f} GiB this "
+            f"machine has free: choose a smaller size with --input-shape (the CIFAR nets' "
+            f"own is 32,32,3) or a smaller --batch-size")
 
 
 def _note_schedule(config, recipe, pipe, show):

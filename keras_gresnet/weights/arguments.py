@@ -131,6 +131,11 @@ def source_kind(source, argument="model", *, finished=True):
     if isinstance(source, str) and source[:len(HF_SCHEME)].lower() == HF_SCHEME:
         return "hub"
     text, path = os.fspath(source), Path(source)
+    artefact = _artefact_format(path)
+    if artefact is not None:
+        raise ValueError(
+            f"{argument}={text!r} is an exported artefact ({artefact}): `keras-gresnet "
+            f"predict` runs it with its own runtime; {argument} here takes {ACCEPTED}")
     if path.is_dir():
         if (path / PRESET_WEIGHTS).is_file():
             return "preset"
@@ -153,6 +158,23 @@ def source_kind(source, argument="model", *, finished=True):
         raise ValueError(f"{argument}={text!r}: no such folder, or not a .keras or "
                          f".weights.h5 file; {argument} accepts {ACCEPTED}")
     return "published"
+
+
+# What `keras-gresnet export` writes, told by the file system alone (the
+# export module's SUFFIXES, kept Keras-free here).
+ARTEFACTS = {".onnx": "ONNX", ".tflite": "LiteRT"}
+
+
+def _artefact_format(path):
+    """``"ONNX"``, ``"LiteRT"`` or ``"SavedModel"`` for an exported
+    artefact at ``path`` (a ``.onnx`` or ``.tflite`` file, a folder holding
+    ``saved_model.pb``), else ``None``."""
+    try:
+        if path.is_dir():
+            return "SavedModel" if (path / "saved_model.pb").is_file() else None
+        return ARTEFACTS.get(path.suffix) if path.is_file() else None
+    except OSError:
+        return None
 
 
 def check_argument(weights, builder):

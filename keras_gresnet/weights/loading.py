@@ -6,42 +6,98 @@ Keras and h5py are imported here only: the registry and the downloads
 stay importable without them.
 """
 
+import io
 import logging
 import os
 import stat
 import warnings
 import zipfile
+import zlib
 
 import h5py
 
 from keras_gresnet.files import write_bytes
 
-# Keras writes weights uncompressed: a file whose datasets declare far more
-# bytes than it holds inflates a compressed payload (a bomb).
-MAX_H5_INFLATION = 4
+from keras_gresnet.limits import (
+    KERAS_MEMBER_BYTES, MAX_ARCHIVE_MEMBERS, MAX_H5_INFLATION, MAX_INFLATION,
+    MAX_OTHER_MEMBER_BYTES, MIN_H5_DECLARED, MIN_INFLATION_CHECKED,
+)
+
 HEAD = "predictions"  # the classifier's name in every zoo model (Keras Applications)
+WEIGHTS_MEMBER = "model.weights.h5"  # a .keras archive's weights
+JSON_MEMBERS = ("config.json", "metadata.json")
 
 logger = logging.getLogger(__name__)
 
 
-def _h5_variable_count(path):
-    """The datasets (variables) of the weights file ``path``; a file HDF5
-    cannot read (corrupt, truncated, not HDF5) is one ``ValueError`` naming
-    it, as is one whose datasets declare more bytes than it could hold
-    (a compressed bomb: checked before anything is inflated)."""
+def _h5_variable_count(path, file=None, size=None):
+    """The datasets (variables) of the weights file ``path`` (or of ``file``,
+    a file object of ``size`` bytes, named ``path`` in messages); a file
+    HDF5 cannot read (corrupt, truncated, not HDF5) is one ``ValueError``
+    naming it, as is one whose datasets declare more bytes than it could
+    hold (Keras writes them uncompressed: a compressed bomb, checked before
+    anything is inflated; :data:`keras_gresnet.limits.MAX_H5_INFLATION`)."""
     try:
-        with h5py.File(path, "r") as f:
+        with h5py.File(path if file is None else file, "r") as f:
             sizes = []
             f.visititems(lambda _, obj: sizes.append(obj.size * obj.dtype.itemsize)
                          if isinstance(obj, h5py.Dataset) else None)
-    except (OSError, ValueError, KeyError, RuntimeError) as error:
+    except (OSError, ValueError, KeyError, RuntimeError, TypeError) as error:
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
         raise ValueError(f"{path}: not a readable Keras weights file ({first[:200]})") from None
-    on_disk = os.path.getsize(path)
-    if sum(sizes) > max(MAX_H5_INFLATION * on_disk, 2**20):
+    on_disk = os.path.getsize(path) if size is None else size
+    if sum(sizes) > max(MAX_H5_INFLATION * on_disk, MIN_H5_DECLARED):
         raise ValueError(f"{path}: its variables declare {sum(sizes):,} bytes from {on_disk:,} "
                          f"on disk (Keras writes them uncompressed); not loaded")
     return len(sizes)
+
+
+def check_archive_members(archive, path):
+    """Refuse (one ``ValueError`` naming ``path``) a ``.keras`` zip
+    ``archive`` whose members declare more than their bounds
+    (:data:`keras_gresnet.limits.KERAS_MEMBER_BYTES`), inflate more than
+    :data:`~keras_gresnet.limits.MAX_INFLATION` times their compressed bytes
+    (a bomb: Keras stores its weights uncompressed), or are more than
+    :data:`~keras_gresnet.limits.MAX_ARCHIVE_MEMBERS`; reads the zip's
+    directory only. Python's zip reader never inflates a member past its
+    declared size (a member whose data is longer fails its CRC check), so
+    these bounds hold for what is read too."""
+    members = archive.infolist()
+    if len(members) > MAX_ARCHIVE_MEMBERS:
+        raise ValueError(f"{path}: the archive holds {len(members):,} members, more than a "
+                         f".keras model's {MAX_ARCHIVE_MEMBERS}; not loaded")
+    for info in members:
+        bound = KERAS_MEMBER_BYTES.get(info.filename, MAX_OTHER_MEMBER_BYTES)
+        name = repr(info.filename)[1:-1][:100]
+        if info.file_size > bound:
+            raise ValueError(f"{path}: its member {name} declares {info.file_size:,} bytes, "
+                             f"more than the {bound:,} it may hold; not loaded")
+        if info.filename not in JSON_MEMBERS and info.file_size > MIN_INFLATION_CHECKED \
+                and info.file_size > MAX_INFLATION * max(info.compress_size, 1):
+            raise ValueError(
+                f"{path}: its member {name} inflates {info.compress_size:,} compressed bytes "
+                f"to {info.file_size:,} (more than {MAX_INFLATION}:1; Keras stores weights "
+                f"uncompressed): a compression bomb, not loaded")
+
+
+def check_keras_archive(path):
+    """Refuse, before Keras reads it, a ``.keras`` file whose members break
+    the bounds of :func:`check_archive_members`, or whose weights member (read
+    once, at most its declared size) is not HDF5 or declares more variable
+    bytes than it holds (a bomb inside the archive). One ``ValueError``
+    naming ``path``."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            check_archive_members(archive, path)
+            names = archive.namelist()
+            if WEIGHTS_MEMBER in names:
+                with archive.open(WEIGHTS_MEMBER) as member:
+                    data = member.read()  # at most its declared size (checked above)
+                _h5_variable_count(f"{path}: {WEIGHTS_MEMBER}", io.BytesIO(data), len(data))
+    except (OSError, zipfile.BadZipFile, EOFError, zlib.error, NotImplementedError) as error:
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ValueError(f"{path}: not a readable .keras archive ({type(error).__name__}: "
+                         f"{first[:200]})") from None
 
 
 def load_exact(model, path, *, without_top=False):
@@ -173,6 +229,22 @@ def save_weights(model, path):
     write_bytes(path, weights_file_bytes(model))
 
 
+def compile_as_saved(model, path):
+    """``model`` compiled as the ``.keras`` file ``path`` records (its
+    ``compile_config``: optimizer, loss, metrics), deserialised in Keras'
+    safe mode; as it is when the file records none."""
+    import json
+
+    from keras.src.saving.serialization_lib import SafeModeScope
+
+    with zipfile.ZipFile(path) as archive:  # bounded: load_model_file checked it
+        config = json.loads(archive.read("config.json")).get("compile_config")
+    if config:
+        with SafeModeScope(True):
+            model.compile_from_config(config)
+    return model
+
+
 def load_model_file(path, compile=True):
     """A ``.keras`` file, loaded with ``safe_mode=True`` (no code from the
     file runs): the one safe loader every command uses. The package's layers
@@ -195,6 +267,7 @@ def load_model_file(path, compile=True):
     if not zipfile.is_zipfile(path):
         raise ValueError(f"{path}: not a .keras model (a .keras file is a zip archive; this "
                          f"one is not)")
+    check_keras_archive(path)  # every member bounded before Keras inflates one
     try:
         return keras.saving.load_model(path, compile=compile, safe_mode=True)
     except (ValueError, TypeError, KeyError, OSError, AttributeError, RecursionError,

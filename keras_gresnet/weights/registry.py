@@ -16,6 +16,7 @@ from keras_gresnet import files
 from keras_gresnet._catalog import MODELS
 from keras_gresnet.papers import paper_result
 from keras_gresnet._checks import PREPROCESSINGS
+from keras_gresnet._text import printable
 
 # The registry of published weight files, one entry per file: package data,
 # so an installed wheel has it (as Keras Applications keep their hash table
@@ -38,6 +39,10 @@ FILE_FIELDS = ("test_error_percent", "file", "size", "sha256", "keras_version", 
 # licence, the training data's terms, and how long and with which seed they
 # were trained.
 CARD_FIELDS = ("license", "dataset_terms", "epochs", "seed")
+# Optional: the files this entry was published as before (each {"sha256",
+# "size"}), holding the same weights to the bit (scripts/publish_weights.py
+# --republish checks it): such a file is still known as the entry's.
+EARLIER = "earlier_files"
 
 # Set by the entry's own fields (or by loading), never by its builder_kwargs.
 _RESERVED = frozenset({"include_top", "weights", "input_tensor", "input_shape", "classes"})
@@ -132,6 +137,12 @@ def _validate(entry, where):
     for field in ("keras_version", "date"):
         if not isinstance(entry[field], str) or not entry[field]:
             bad(field, "a non-empty string")
+    earlier = entry.get(EARLIER, [])
+    if not isinstance(earlier, list) or not all(
+            isinstance(e, dict) and set(e) == {"sha256", "size"} and isinstance(e["sha256"], str)
+            and _SHA256.match(e["sha256"]) and isinstance(e["size"], int)
+            and not isinstance(e["size"], bool) and e["size"] >= 1 for e in earlier):
+        bad(EARLIER, 'a list of {"sha256": 64 hex digits, "size": bytes}')
     return entry
 
 
@@ -262,7 +273,12 @@ CODE_LICENSE = "Apache-2.0 (keras-gresnet's LICENSE file)"
 
 def model_card(entry):
     """The model card of a registry entry, as Markdown: what it is, how it
-    was trained, how well it does, the file, and the licences."""
+    was trained, how well it does, the file, and the licences; the entry's
+    texts :func:`~keras_gresnet._text.printable` (a licence or command with a
+    newline or an escape sequence cannot forge a line of the card)."""
+    entry = {key: printable(value) if isinstance(value, str) else value
+             for key, value in entry.items()}
+
     def field(key, shown=None):
         value = entry.get(key)
         return "not recorded" if value is None else (shown or str)(value)

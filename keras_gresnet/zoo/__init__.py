@@ -31,7 +31,7 @@ from keras_gresnet.zoo.keras_applications import from_keras_applications
 from keras_gresnet.zoo.mlps import mlp
 from keras_gresnet.zoo.presets import save_preset, upload_preset
 from keras_gresnet.zoo.resolver import (
-    Resolved, from_preset, load_into, preprocess_input, raw_pixels_model, resolve,
+    Resolved, data_config, from_preset, load_into, preprocess_input, raw_pixels_model, resolve,
     weights_preset,
 )
 from keras_gresnet.zoo.builders import get_model, list_models, model_builder, register_model
@@ -43,6 +43,7 @@ from keras_gresnet.zoo.summary import multiply_adds, summarize
 globals().update({name: model_builder(name) for name in list_models()})
 
 __all__ = [
+    "data_config",
     "feature_extractor",
     "from_keras_applications",
     "from_preset",

@@ -37,18 +37,25 @@ MAX_PARAMS = 2_000_000_000
 MAX_INPUT = 2 ** 26
 
 
+def _size(number, about=""):
+    """``number`` as a refusal writes it: ``1,234,567`` (after ``about``), or
+    past 10^15 (a 300-digit argument's: no float, nor a screenful of digits)
+    just that."""
+    return f"{about}{number:,.0f}" if number < 1e15 else "more than 10^15"
+
+
 def check_size(builder, blocks, params, arguments):
     """Refuse a model of more than :data:`MAX_BLOCKS` blocks or about
     :data:`MAX_PARAMS` parameters before anything is built; ``arguments``
     names what sets the size (e.g. ``"depth"``)."""
     if blocks > MAX_BLOCKS:
         raise ValueError(
-            f"{builder}: {arguments} give {blocks:,} blocks; this package builds at most "
+            f"{builder}: {arguments} give {_size(blocks)} blocks; this package builds at most "
             f"{MAX_BLOCKS:,} (HE's deepest net has 333; a Keras graph of more takes "
             f"minutes and gigabytes to build)")
     if params > MAX_PARAMS:
         raise ValueError(
-            f"{builder}: {arguments} give about {params:,.0f} parameters; this package "
+            f"{builder}: {arguments} give {_size(params, 'about ')} parameters; this package "
             f"builds at most {MAX_PARAMS:,} (8 GB of float32 weights before the "
             f"optimizer's state)")
 

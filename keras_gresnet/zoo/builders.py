@@ -11,6 +11,7 @@ import inspect
 import re
 
 from keras_gresnet._checks import did_you_mean
+from keras_gresnet._text import shown
 from keras_gresnet.layers import PixelNormalization
 from keras_gresnet.layers.model import ZooModel
 from keras_gresnet.weights import arguments as weights_arguments
@@ -147,7 +148,7 @@ def list_models(pattern="*"):
     """Sorted names of the registered builders matching a shell wildcard
     pattern, e.g. ``list_models("*gresnet*")``."""
     if not isinstance(pattern, str):
-        raise ValueError(f"pattern must be a shell wildcard string, got {pattern!r}")
+        raise ValueError(f"pattern must be a shell wildcard string, got {shown(pattern)}")
     return sorted(name for name in _MODELS if fnmatch.fnmatchcase(name, pattern))
 
 
@@ -158,7 +159,7 @@ def model_builder(name):
     except KeyError:
         hint = did_you_mean(name, list(_MODELS))
         raise ValueError(
-            f"Unknown model name={name!r}{hint}; see keras_gresnet.zoo.list_models() "
+            f"Unknown model name={shown(name)}{hint}; see keras_gresnet.zoo.list_models() "
             f"for the {len(_MODELS)} accepted names"
         ) from None
 

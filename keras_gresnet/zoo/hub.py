@@ -15,6 +15,7 @@ import re
 import sys
 from pathlib import Path
 
+from keras_gresnet.limits import MAX_HUB_JSON_BYTES, MAX_WEIGHTS_BYTES  # the bounds' one place
 from keras_gresnet._version import __version__
 from keras_gresnet.files import Stopped, stop_when
 from keras_gresnet.weights.download import MIN_RATE, sha256_of
@@ -26,11 +27,10 @@ from keras_gresnet.weights.registry import model_card, read_registry
 INSTALL_HINT = 'pip install "keras-gresnet[hub]"'
 README = "README.md"  # the repository's model card, as the Hub shows it
 PRESET_FILES = (PRESET_CONFIG, PRESET_WEIGHTS, PRESET_METADATA)
-# The largest preset file downloaded: the weights of the largest model this
-# package builds (zoo.applications.MAX_PARAMS, 2e9 float32 parameters) plus
-# HDF5's overhead; a JSON file of a preset is small.
-MAX_WEIGHTS_BYTES = 8 * 10**9 + 2**20
-MAX_JSON_BYTES = 2**20
+# The largest preset file downloaded (keras_gresnet.limits, the bounds' one
+# place): the weights of the largest model this package builds; a JSON file
+# of a preset is small.
+MAX_JSON_BYTES = MAX_HUB_JSON_BYTES
 URI_FORM = "'hf://owner/name' or 'hf://owner/name@revision' (a branch, tag or commit)"
 
 # The Hub's repo id rules (huggingface_hub.utils.validate_repo_id): ASCII

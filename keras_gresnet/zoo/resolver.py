@@ -37,20 +37,22 @@ from keras_gresnet.data.datasets import DATASETS
 from keras_gresnet.files import read_json
 from keras_gresnet.layers import ZooModel, model_card, takes_raw_pixels
 from keras_gresnet.layers.inputs import model_input, pixel_statistics
+from keras_gresnet.limits import MAX_CONFIG_BYTES  # noqa: F401 (re-exported)
 from keras_gresnet.weights import get_weights, list_weights, published, weights_path
+from keras_gresnet.weights import data_config as registry_data_config
 from keras_gresnet.weights.download import sha256_of
 from keras_gresnet.weights.arguments import (
     ACCEPTED, PRESET_CONFIG, RUN_CONFIG, RUN_MODEL, source_kind,
 )
-from keras_gresnet.weights.loading import copy_weights, head_layer, load_exact, load_model_file
+from keras_gresnet.weights.loading import (
+    check_archive_members, compile_as_saved, copy_weights, head_layer, load_exact,
+    load_model_file,
+)
 from keras_gresnet.zoo import hub, presets
 from keras_gresnet.zoo.builders import get_model, list_models
 
 # What a source records of the pixels where it records nothing: pixels / 255.
 DEFAULT_PREPROCESSING = {"method": "scale", "mean": [0.0], "std": [1.0]}
-# The most a .keras file's or a run's config.json may hold before it is
-# read: the largest zoo model's config is a few MB (ResNet-1001: 3.5 MB).
-MAX_CONFIG_BYTES = 64 * 2 ** 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,7 +94,7 @@ class Resolved:
         return preprocess_input(x, self)
 
 
-def resolve(source, *, cache_dir=None, argument="model"):
+def resolve(source, *, cache_dir=None, argument="model", compile=False):
     """The model ``source`` names, with its card (:class:`Resolved`).
 
     ``source``: a ``keras.Model`` (as it is; its card if it is a zoo
@@ -102,8 +104,12 @@ def resolve(source, *, cache_dir=None, argument="model"):
     run folder (its ``model.keras``; the card from its ``config.json``) or a
     ``.keras`` file (its card, or the registry entry whose file it is, by
     sha256). Files load with ``safe_mode=True``: no code from them runs.
-    ``cache_dir``: the published weights' cache. Anything else is one
-    ``ValueError`` naming ``argument`` and what would be accepted."""
+    ``cache_dir``: the published weights' cache. ``compile``: a ``.keras``
+    file's or run's model also compiled as the file records (Keras' own
+    ``compile=True``; a file saved before models carried their card: the
+    rebuilt zoo model compiled from the file's compile config). Anything
+    else is one ``ValueError`` naming ``argument`` and what would be
+    accepted."""
     if isinstance(source, Resolved):
         return source
     if isinstance(source, keras.Model):
@@ -114,15 +120,18 @@ def resolve(source, *, cache_dir=None, argument="model"):
             f"{argument}={os.fspath(source)!r}: a bare .weights.h5 holds no architecture; "
             f"build the model with its zoo builder (weights=this file), or pass its .keras "
             f"file, preset or run folder")
-    model, card, config, rebuild = _load(source, kind, cache_dir, argument)
+    model, card, config, rebuild = _load(source, kind, cache_dir, argument, compile)
     if rebuild is not None and not isinstance(model, ZooModel):
         model = _as_zoo_model(model, *rebuild, card)
+        if compile and kind in ("keras_file", "run") and isinstance(model, ZooModel):
+            path = Path(source) / RUN_MODEL if kind == "run" else Path(source)
+            model = compile_as_saved(model, path)
     if isinstance(model, ZooModel):
         model.remember(model.builder, model.builder_kwargs, card)
     return Resolved(model, card, kind, os.fspath(source), config)
 
 
-def _load(source, kind, cache_dir, argument):
+def _load(source, kind, cache_dir, argument, compile=False):
     """``(model, card, run config or None, (builder, kwargs) or None)`` of
     ``source`` of ``kind``: the model as its file holds it."""
     text = os.fspath(source)
@@ -140,18 +149,17 @@ def _load(source, kind, cache_dir, argument):
     if kind == "run":
         folder = Path(source)
         config = read_run_config(folder / RUN_CONFIG)
-        model = load_model_file(_bounded_keras(folder / RUN_MODEL), compile=False)
+        model = load_model_file(_bounded_keras(folder / RUN_MODEL), compile=compile)
         results = folder / "results.json"
         card = {**run_card(config, read_json(results) if results.is_file() else {}),
                 **model_card(model)}
         kwargs = dict(config.get("model_kwargs") or {})
         return model, card, config, (config["model"], _shape_and_head(model, kwargs))
-    model = load_model_file(_bounded_keras(Path(source)), compile=False)  # a .keras file
-    card = model_card(model)
-    entry = None if card else published_entry_of(Path(source))
+    model = load_model_file(_bounded_keras(Path(source)), compile=compile)  # a .keras file
+    entry = published_entry_of(Path(source))  # a published file: its entry's card, as by name
     if entry is not None:
         return model, entry_card(entry), None, _entry_builder(entry)
-    return model, card or {"source": text}, None, None
+    return model, model_card(model) or {"source": text}, None, None
 
 
 def _entry(name, argument):
@@ -217,31 +225,37 @@ def _as_zoo_model(model, builder, kwargs, card):
 
 def published_entry_of(path):
     """The published registry entry whose file ``path`` is (same size and
-    sha256), or ``None``: a published ``.keras`` file has its entry's card."""
+    sha256 as its file, or as one it was published as before: its
+    ``earlier_files``, the same weights), or ``None``: a published ``.keras``
+    file has its entry's card. The digest is computed once, and only when
+    some entry has the file's size."""
     try:
         size = path.stat().st_size
     except OSError:
         return None
+    digest = None
     for entry in list_weights():
-        if entry.get("size") == size and entry.get("sha256") == sha256_of(path):
-            return entry
+        files = [entry, *entry.get("earlier_files", [])]
+        if any(f.get("size") == size for f in files):
+            digest = digest or sha256_of(path)
+            if any(f.get("size") == size and f.get("sha256") == digest for f in files):
+                return entry
     return None
 
 
 def _bounded_keras(path):
-    """``path``, a ``.keras`` file whose ``config.json`` is checked to hold
-    at most :data:`MAX_CONFIG_BYTES` before Keras inflates it (a device, a
-    pipe or a folder is left to the loader's own one line, unopened)."""
+    """``path``, a ``.keras`` file whose members are checked against their
+    bounds (:func:`keras_gresnet.weights.loading.check_archive_members`:
+    ``config.json`` at most :data:`MAX_CONFIG_BYTES`, no member a bomb)
+    before anything in it is inflated (a device, a pipe, a folder or a file
+    that is not a zip is left to the loader's own one line, unopened)."""
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
             return path
         with zipfile.ZipFile(path) as archive:
-            info = archive.getinfo("config.json")
-    except (OSError, KeyError, zipfile.BadZipFile):
-        return path  # not a zip, no config: the loader's own one line
-    if info.file_size > MAX_CONFIG_BYTES:
-        raise ValueError(f"{path}: its config.json declares {info.file_size:,} bytes, more than "
-                         f"any zoo model's ({MAX_CONFIG_BYTES:,}); not loaded")
+            check_archive_members(archive, path)
+    except (OSError, zipfile.BadZipFile):
+        return path  # not a zip: the loader's own one line
     return path
 
 
@@ -320,6 +334,25 @@ def head_card(card, head_kept):
         card.pop("class_names", None)
         card.pop("test_error_percent", None)
     return card
+
+
+def data_config(source):
+    """What the model of ``source`` takes, as timm's ``resolve_data_config``
+    gives it (:func:`keras_gresnet.weights.data_config`'s fields: input
+    size, channels, layout, pixels, preprocessing with its mean and std,
+    interpolation, crop, classes), for any source :func:`resolve` takes: a
+    registry entry or published name from the registry alone (no Keras
+    model built), anything else from its model and card."""
+    if isinstance(source, dict) or (isinstance(source, str) and not isinstance(
+            source, Resolved) and source_kind(source, "source") == "published"):
+        return registry_data_config(source if isinstance(source, dict) else _entry(
+            source, "source"))
+    resolved = resolve(source, argument="source")
+    head = head_layer(resolved.model)
+    return registry_data_config(dict(
+        input_shape=list(resolved.model.input_shape[1:]),
+        preprocessing=resolved.preprocessing or DEFAULT_PREPROCESSING,
+        classes=head.units if head is not None else None))
 
 
 def declared_input_shape(source):

@@ -49,3 +49,12 @@ def multiply_adds(model):
             outputs = math.prod(d for d in layer.output.shape[1:])
             total += per_output * outputs
     return total
+
+
+def activation_values(model):
+    """The values every layer of ``model`` outputs for one image, summed:
+    what a training step keeps for its backward pass, per image (an upper
+    bound: a fused op keeps fewer). Times the batch and the bytes per value,
+    it estimates a step's activation memory."""
+    return sum(math.prod(d for d in layer.output.shape[1:])
+               for layer in _flat_layers(model) if not isinstance(layer, keras.layers.InputLayer))

@@ -18,6 +18,7 @@ import os
 import signal
 import threading
 
+from keras_gresnet._cpu import cpu_devices
 from keras_gresnet.training.loop import FitLoop
 
 STRATEGIES = ("auto", "default", "one_device", "mirrored", "multi_worker")
@@ -50,6 +51,7 @@ def make_strategy(name, cluster):
         return _multi_worker_strategy(cluster)
     import tensorflow as tf
 
+    _split_cpu(tf)
     gpus = tf.config.list_logical_devices("GPU")
     if name == "auto":
         name = "mirrored" if len(gpus) > 1 else "default"
@@ -65,6 +67,22 @@ def make_strategy(name, cluster):
     if devices not in _MIRRORED:
         _MIRRORED[devices] = tf.distribute.MirroredStrategy(list(devices))
     return _MIRRORED[devices]
+
+
+def _split_cpu(tf):
+    """Where ``KERAS_GRESNET_CPU_DEVICES=N`` is set, split the CPU into N
+    logical devices (before TensorFlow lists its devices; once made, the
+    split stays as it is), so that ``--strategy mirrored`` trains N
+    replicas on a machine without a GPU."""
+    count = cpu_devices()
+    if count is None:
+        return
+    (cpu, *_) = tf.config.list_physical_devices("CPU")
+    try:
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(count)])
+    except RuntimeError:  # TensorFlow's devices are already set up in this process
+        pass
 
 
 def _multi_worker_strategy(cluster):
