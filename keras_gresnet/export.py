@@ -357,8 +357,8 @@ CONTRACT_TYPES = {
     "pixels": (lambda v: isinstance(v, str), "a string"),
     "input_layout": (lambda v: isinstance(v, str), "a string"),
     "input_shape": (lambda v: isinstance(v, list) and all(
-        isinstance(d, int) and not isinstance(d, bool) and (d is None or 0 < d <= 2**16)
-        for d in v if d is not None), "a list of sizes"),
+        isinstance(d, int) and not isinstance(d, bool) and 0 < d <= 2**16
+        for d in v if d is not None), "a list of sizes (null: any)"),
     "class_names": (lambda v: isinstance(v, list) and all(isinstance(c, str) for c in v),
                     "a list of strings"),
 }
