@@ -57,7 +57,10 @@ class _AfterKeras(importlib.abc.MetaPathFinder):
 
         def exec_module(module):
             execute(module)
-            _register_with_keras()
+            try:
+                _register_with_keras()
+            except ImportError:  # a package the zoo needs is missing: `import keras` still works,
+                pass             # and loading a zoo file says what is missing
 
         spec.loader.exec_module = exec_module
         return spec
