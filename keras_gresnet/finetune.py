@@ -24,10 +24,10 @@ training the same net from scratch. :func:`finetune`'s defaults (Adam at
 cosine, a short head phase, a longer full phase) were set by measuring
 few-shot transfer between MNIST and Fashion-MNIST against training from
 scratch on the same images with the same budget
-(``scripts/finetune_example.py``, its results in
+(``scripts/finetune/finetune_example.py``, its results in
 ``zoo/results/finetune/table.md``); the learning rates are chosen on a
 validation split held out of the training images, never a test image, and so
-is the full phase's length (``scripts/finetune_select.py``,
+is the full phase's length (``scripts/finetune/finetune_select.py``,
 ``zoo/results/finetune_select/``).
 
 BatchNormalization stays in inference mode in both phases, as the guide
@@ -47,13 +47,14 @@ while the model's own flag is already ``True``).
 
 import math
 import os
-import sys
 
 import keras
-import numpy as np
 
 from keras_gresnet import zoo
 from keras_gresnet._checks import check_choice, check_int, check_positive
+from keras_gresnet.finetune_data import (
+    RAW_PIXELS_ABOVE, _fit_data, _folder_data, _is_batches, _is_raw, dataset_class_names,
+)
 from keras_gresnet.layers import ZooModel, all_layers, takes_raw_pixels
 from keras_gresnet.training.loss import cross_entropy, logits_head
 from keras_gresnet.weights.loading import HEAD
@@ -130,10 +131,11 @@ def new_head(model, classes, *, preprocessing=None, class_names=None):
     card = resolved.card
     origin = card.get("source") or (resolved.source if resolved.kind != "model"
                                     else source.name)
-    new_card = dict(source=f"fine-tuned from {origin}",
-                    preprocessing=preprocessing or card.get("preprocessing"),
-                    class_names=list(class_names) if class_names is not None else None,
-                    license=card.get("license"))
+    new_card = zoo.cards.card(
+        source=f"fine-tuned from {origin}",
+        preprocessing=preprocessing or card.get("preprocessing"),
+        class_names=list(class_names) if class_names is not None else None,
+        license=card.get("license"))
     builder = source.builder if isinstance(source, ZooModel) else None
     kwargs = source.builder_kwargs if builder else None
     if builder:
@@ -184,192 +186,6 @@ def _optimizer_class(name):
             f"optimizer must be a Keras optimizer name such as 'adam', 'nadam' or "
             f"'sgd' (a new one is made for each phase), got {name!r}"
         ) from None
-
-
-def _is_batches(data):
-    """A dataset of batches (``tf.data.Dataset``, ``keras.utils.PyDataset``),
-    told apart without importing TensorFlow."""
-    if isinstance(data, keras.utils.PyDataset):
-        return True
-    tf = sys.modules.get("tensorflow")
-    return tf is not None and isinstance(data, tf.data.Dataset)
-
-
-# Pixels above this are raw 0-255 values: preprocessed pixels are
-# (x / 255 - mean) / std with std >= 1/16 in any real dataset.
-RAW_PIXELS_ABOVE = 16.0
-
-
-def _is_raw(data):
-    """Whether the examples of ``data`` (an ``(x, y)`` pair of arrays, or
-    batches whose first is looked at) are raw 0-255 pixels: uint8, or
-    floats above :data:`RAW_PIXELS_ABOVE`."""
-    if _is_batches(data):
-        first = [data[0]] if isinstance(data, keras.utils.PyDataset) and len(data) else \
-            [] if isinstance(data, keras.utils.PyDataset) else list(data.take(1))
-        if not first:
-            raise ValueError("the data hold no batch: give at least one example")
-        x = first[0][0]
-    else:
-        x = data[0]
-    x = np.asarray(x)
-    if x.dtype == np.uint8:
-        return True
-    return bool(np.issubdtype(x.dtype, np.floating) and x.size
-                and float(np.nanmax(x)) > RAW_PIXELS_ABOVE)
-
-
-def _folder_data(path, model, classes):
-    """``((x, y) train, (x, y) test)`` uint8 pictures of the folder ``path``
-    fitted to ``model``'s input; ``classes`` must be the folder's count."""
-    from keras_gresnet.data.folders import read_image_folder
-
-    # a flat input (an MLP's 784 pixels) is a square grey picture there
-    folder = read_image_folder(path, image_shape=tuple(model.input_shape[1:]), verbose=True)
-    found = len(folder["class_names"])
-    if found != classes:
-        raise ValueError(f"classes={classes}, but the picture folder {str(path)!r} has "
-                         f"{found} classes ({', '.join(folder['class_names'][:10])}); pass "
-                         f"classes={found}")
-    return folder["train"], folder["test"], list(folder["class_names"])
-
-
-def _fit_data(data, argument, classes, model=None):
-    """``data`` as ``model.fit`` takes it: a ``keras.utils.PyDataset`` as it
-    is, a ``tf.data.Dataset`` of ``(x, y)`` batches (:func:`_dataset_batches`),
-    or an ``(x, y)`` pair of arrays whose integer labels are checked to lie
-    in ``[0, classes)`` (one-hot labels become integers), whose shape is
-    checked against ``model``'s input (pixels are left as they are: see
-    :func:`finetune`)."""
-    if isinstance(data, keras.utils.PyDataset):
-        return data
-    if _is_batches(data):
-        return _dataset_batches(data, argument, classes, model)
-    if not isinstance(data, (tuple, list)) or len(data) != 2:
-        raise ValueError(
-            f"{argument} must be a folder of pictures, a tf.data.Dataset or "
-            f"keras.utils.PyDataset of (x, y) batches, or an (x, y) pair of arrays, got "
-            f"{type(data).__name__}"
-        )
-    x, y = data
-    labels = np.asarray(y)
-    if labels.ndim == 2 and labels.shape[1] == classes and np.all(
-            (labels == 0) | (labels == 1)) and np.all(labels.sum(axis=1) == 1):
-        labels = labels.argmax(axis=1)  # one-hot rows: their classes
-    elif labels.ndim == 2 and labels.shape[1] != 1 and np.all((labels == 0) | (labels == 1)):
-        raise ValueError(f"{argument}: one-hot labels with {labels.shape[1]} columns, but "
-                         f"classes={classes}")
-    labels = labels.reshape(len(labels)) if labels.ndim == 2 and labels.shape[1] == 1 \
-        else labels
-    if model is not None:
-        x = _model_pixels(np.asarray(x), argument, model)
-    if len(x) != len(labels) or not len(labels):
-        raise ValueError(
-            f"{argument}: x and y need the same number of examples, at least 1; "
-            f"got {len(x)} and {len(labels)}"
-        )
-    if not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0 or labels.max() >= classes:
-        raise ValueError(
-            f"{argument}: labels must be integers in [0, classes={classes}) (renumber "
-            f"the new classes from 0), got {labels.dtype} in "
-            f"[{labels.min()}, {labels.max()}]"
-        )
-    return x, labels
-
-
-def _model_pixels(x, argument, model, remedy="convert them, or pass a picture folder "
-                                               "(converted for you)"):
-    """``x`` checked against ``model``'s input (one line naming both for the
-    commonest mistakes: RGB into a grey net and back, flat against image
-    batches, ending with ``remedy``) and reshaped to it."""
-    want = tuple(model.input_shape[1:])
-    have = tuple(x.shape[1:])
-    if have != want:
-        flat = len(want) == 1 and int(np.prod(have)) == want[0]
-        if flat:
-            x = x.reshape(len(x), -1)
-        elif len(want) == 3 and len(have) == 3 and have[:2] == want[:2]:
-            raise ValueError(
-                f"{argument}: images have {have[2]} channel(s), the model takes {want[2]} "
-                f"({'grey' if want[2] == 1 else 'RGB'}, input {want}); {remedy}")
-        elif len(want) == 3 and len(have) == 1 and have[0] == int(np.prod(want)):
-            x = x.reshape(len(x), *want)
-        else:
-            raise ValueError(f"{argument}: examples of shape {have}, the model takes {want}")
-    return x
-
-
-def dataset_class_names(data):
-    """The ``class_names`` a dataset carries (``image_dataset_from_directory``
-    sets them), as a list of strings, or ``None``."""
-    names = getattr(data, "class_names", None)
-    if names is None or isinstance(names, str) or not all(isinstance(n, str) for n in names):
-        return None
-    return list(names)
-
-
-def _dataset_batches(data, argument, classes, model):
-    """The ``tf.data.Dataset`` ``data`` of ``(x, y)`` (or ``(x, y, weights)``)
-    batches, checked before any training against ``model``'s input and
-    ``classes`` from its ``element_spec`` and first batch (the arrays'
-    rules, in one line each), with integer labels: one-hot rows
-    (``label_mode="categorical"``) become their class, 0/1 floats
-    (``"binary"``) and integers a vector of int32. A dataset's
-    ``class_names`` must number ``classes``."""
-    import tensorflow as tf
-
-    spec = data.element_spec
-    if not isinstance(spec, tuple) or len(spec) not in (2, 3) or not all(
-            isinstance(s, tf.TensorSpec) for s in spec[:2]):
-        raise ValueError(
-            f"{argument}: a dataset of {_spec_words(spec)}, not of (x, y) batches (a dataset "
-            f"without labels, e.g. image_dataset_from_directory(label_mode=None)?); give "
-            f"labelled batches: label_mode 'int', 'categorical' or 'binary'")
-    names = dataset_class_names(data)
-    if names is not None and len(names) != classes:
-        raise ValueError(f"classes={classes}, but {argument} has {len(names)} classes "
-                         f"({', '.join(names[:10])}); pass classes={len(names)}")
-    want = tuple(model.input_shape[1:])
-    if spec[0].shape.rank == len(want) and spec[1].shape.rank == 0:  # one example each
-        raise ValueError(f"{argument}: a dataset of single examples {spec[0].shape}, not of "
-                         f"batches; batch it, e.g. {argument}.batch(32)")
-    first = list(data.take(1))
-    if not first:
-        raise ValueError(f"{argument}: the dataset holds no batch: give at least one example")
-    x, y = (np.asarray(t) for t in first[0][:2])
-    remedy = ("load them with image_dataset_from_directory(color_mode="
-              f"{'grayscale' if want[-1] == 1 else 'rgb'!r}) or convert them")
-    reshape = _model_pixels(x, argument, model, remedy).shape[1:] != x.shape[1:]
-    one_hot = y.ndim == 2 and y.shape[1] != 1
-    if one_hot and y.shape[1] != classes:
-        raise ValueError(f"{argument}: one-hot labels with {y.shape[1]} columns, but "
-                         f"classes={classes}")
-    if one_hot and not (np.all((y == 0) | (y == 1)) and np.all(y.sum(axis=1) == 1)):
-        raise ValueError(f"{argument}: labels of shape {y.shape} are not one-hot rows (one 1 "
-                         f"per row); give one-hot rows or integer labels")
-    labels = y.argmax(axis=1) if one_hot else y.reshape(len(y)) if y.ndim == 2 else y
-    if y.ndim > 2 or labels.ndim != 1 or not len(labels) or not np.all(
-            (labels == np.round(labels)) & (labels >= 0) & (labels < classes)):
-        raise ValueError(
-            f"{argument}: labels must be integers in [0, classes={classes}) or one-hot rows "
-            f"of {classes}, got {y.dtype} of shape {y.shape}"
-            + (f" in [{labels.min()}, {labels.max()}]" if y.size and y.ndim <= 2 else ""))
-
-    def integer_labels(x, y, *weights):
-        y = tf.argmax(y, axis=-1, output_type=tf.int32) if one_hot else \
-            tf.reshape(tf.cast(y, tf.int32), [-1])
-        return (tf.reshape(x, (-1, *want)) if reshape else x, y, *weights)
-
-    return data.map(integer_labels)
-
-
-def _spec_words(spec):
-    """A dataset's ``element_spec`` in words: ``TensorSpec(shape=(None, 28,
-    28, 1), dtype=tf.float32)`` as ``float32 (None, 28, 28, 1)``."""
-    import tensorflow as tf
-
-    return ", ".join(f"{s.dtype.name} {tuple(s.shape)}" if isinstance(s, tf.TensorSpec)
-                     else type(s).__name__ for s in tf.nest.flatten(spec))
 
 
 def _cosine(lr, epochs):
@@ -428,7 +244,7 @@ def finetune(
     nets (they were measured on 100 and 1,000 images); they were chosen so that
     fine-tuning GR's MLPs with no arguments is not worse than training the
     same net from scratch on the same images with the same budget
-    (``scripts/finetune_example.py`` measures both; the figures are in
+    (``scripts/finetune/finetune_example.py`` measures both; the figures are in
     ``zoo/results/finetune/table.md``). GR's CIFAR conv net, fine-tuned from
     Fashion-MNIST to MNIST, gains at 10 images per class but is 0.5 points
     worse than from scratch at 100 (``zoo/results/finetune_conv/table.md``).
@@ -475,7 +291,7 @@ def finetune(
         head_lr: phase 1's learning rate. Default 1e-2: with a few steps per
             epoch, the guide's 1e-3 leaves the head far from fitted after
             ``head_epochs``; on a validation split neither 1e-3 nor 3e-2 did
-            better beyond noise (``scripts/finetune_select.py``).
+            better beyond noise (``scripts/finetune/finetune_select.py``).
         full_lr: phase 2's learning rate. Default ``None``: the net's
             (:func:`default_full_lr`), 2e-2 for GR's fully-connected nets and
             1e-3 for a convolutional net, not the guide's 1e-5: moved to
@@ -484,7 +300,7 @@ def finetune(
             The cosine ``schedule`` only starts there and brings it down to
             0. Both rates were chosen on a validation split held out of the
             training images, never a test image
-            (``scripts/finetune_select.py``: 200 training images per class
+            (``scripts/finetune/finetune_select.py``: 200 training images per class
             that are not among the shots, 2 or 3 seeds of their own): the
             MLPs' mean validation error was lowest at 2e-2 of 5e-3, 1e-2,
             2e-2 and 5e-2 (23.6% against 24.0% at 1e-2), the conv net's at
@@ -534,36 +350,11 @@ def finetune(
     source = resolved.model
     full_lr = default_full_lr(source) if full_lr is None else full_lr
     full_epochs = default_full_epochs(source) if full_epochs is None else full_epochs
-    class_names = dataset_class_names(train_data) if _is_batches(train_data) else None
-    if isinstance(train_data, (str, os.PathLike)):
-        train_data, folder_test, class_names = _folder_data(train_data, source, classes)
-        if validation_data is None:
-            validation_data = folder_test
-    if isinstance(validation_data, (str, os.PathLike)):
-        validation_data = _folder_data(validation_data, source, classes)[1]
-    validation_names = dataset_class_names(validation_data) \
-        if _is_batches(validation_data) else None
-    if None not in (class_names, validation_names) and validation_names != class_names:
-        raise ValueError(f"validation_data's class_names {validation_names} are not "
-                         f"train_data's {class_names}: give both the same classes")
-    train_data = _fit_data(train_data, "train_data", classes, source)
-    raw = _is_raw(train_data)
-    if validation_data is not None:
-        validation_data = _fit_data(validation_data, "validation_data", classes, source)
-        if _is_raw(validation_data) != raw:
-            raise ValueError(
-                f"validation_data holds {'raw 0-255' if not raw else 'preprocessed'} pixels "
-                f"and train_data {'raw 0-255' if raw else 'preprocessed'} ones: give both "
-                f"the same way")
-    takes_raw = takes_raw_pixels(source)
-    if takes_raw and not raw:
-        raise ValueError(
-            f"model {source.name} takes raw 0-255 pixels (it has a PixelNormalization layer), "
-            f"but train_data holds preprocessed ones (none above {RAW_PIXELS_ABOVE:g}): give "
-            f"the raw pixels")
+    train_data, validation_data, class_names, raw = _training_data(
+        train_data, validation_data, source, classes)
     # Raw pixels get the source's recorded preprocessing inside the copy.
-    preprocessing = zoo.resolver.recorded_statistics(resolved) if raw and not takes_raw \
-        else None
+    preprocessing = zoo.pixels.recorded_statistics(resolved) \
+        if raw and not takes_raw_pixels(source) else None
     net = new_head(resolved, classes, preprocessing=preprocessing, class_names=class_names)
     from_logits = _head(net).activation is keras.activations.linear
     x, y = (train_data, None) if _is_batches(train_data) else train_data
@@ -572,20 +363,66 @@ def finetune(
         ("head", freeze_body, head_epochs, head_lr),
         ("full", unfreeze_body, full_epochs, full_lr),
     ):
-        set_trainable(net)
-        history[phase] = {}
-        if not epochs:
-            continue
-        # compile after every change of `trainable`: a compiled step keeps the old set.
-        net.compile(optimizer=optimizer_class(learning_rate=lr), loss=cross_entropy(),
-                    metrics=["accuracy"])
-        callbacks = [] if schedule == "constant" else [_cosine(lr, epochs)]
-        with logits_head(net):  # the loss from the logits, on every backend
-            fit = net.fit(x, y, batch_size=None if y is None else batch_size, epochs=epochs,
-                          validation_data=validation_data, verbose=verbose,
-                          callbacks=callbacks, shuffle=y is not None)  # a Dataset shuffles itself
-        history[phase] = fit.history
+        history[phase] = _train_phase(
+            net, set_trainable, epochs, optimizer_class, lr, x, y, validation_data,
+            batch_size=batch_size, schedule=schedule, verbose=verbose)
     if net.compiled:  # the returned net evaluates as Keras' own classifiers do
         net.compile(optimizer=net.optimizer, metrics=["accuracy"],
                     loss=keras.losses.SparseCategoricalCrossentropy(from_logits=from_logits))
     return net, history
+
+
+def _training_data(train_data, validation_data, model, classes):
+    """``(train_data, validation_data, class_names, raw)``: :func:`finetune`'s
+    data as ``model.fit`` takes it (:mod:`keras_gresnet.finetune_data`), a
+    folder's test split the validation data unless ``validation_data`` is
+    given, the class names of a folder or dataset (``None`` otherwise), and
+    whether the pixels are raw 0-255; the two data must agree on both, and a
+    ``model`` that takes raw pixels gets raw ones."""
+    class_names = dataset_class_names(train_data) if _is_batches(train_data) else None
+    if isinstance(train_data, (str, os.PathLike)):
+        train_data, folder_test, class_names = _folder_data(train_data, model, classes)
+        if validation_data is None:
+            validation_data = folder_test
+    if isinstance(validation_data, (str, os.PathLike)):
+        validation_data = _folder_data(validation_data, model, classes)[1]
+    validation_names = dataset_class_names(validation_data) \
+        if _is_batches(validation_data) else None
+    if None not in (class_names, validation_names) and validation_names != class_names:
+        raise ValueError(f"validation_data's class_names {validation_names} are not "
+                         f"train_data's {class_names}: give both the same classes")
+    train_data = _fit_data(train_data, "train_data", classes, model)
+    raw = _is_raw(train_data)
+    if validation_data is not None:
+        validation_data = _fit_data(validation_data, "validation_data", classes, model)
+        if _is_raw(validation_data) != raw:
+            raise ValueError(
+                f"validation_data holds {'raw 0-255' if not raw else 'preprocessed'} pixels "
+                f"and train_data {'raw 0-255' if raw else 'preprocessed'} ones: give both "
+                f"the same way")
+    if takes_raw_pixels(model) and not raw:
+        raise ValueError(
+            f"model {model.name} takes raw 0-255 pixels (it has a PixelNormalization layer), "
+            f"but train_data holds preprocessed ones (none above {RAW_PIXELS_ABOVE:g}): give "
+            f"the raw pixels")
+    return train_data, validation_data, class_names, raw
+
+
+def _train_phase(net, set_trainable, epochs, optimizer_class, lr, x, y, validation_data, *,
+                 batch_size, schedule, verbose):
+    """One phase of :func:`finetune`: ``set_trainable(net)``, then ``epochs``
+    of ``net.fit`` with a new ``optimizer_class`` at ``lr`` (the cosine
+    ``schedule`` bringing it down to 0); its ``History.history``, ``{}``
+    when ``epochs`` is 0."""
+    set_trainable(net)
+    if not epochs:
+        return {}
+    # compile after every change of `trainable`: a compiled step keeps the old set.
+    net.compile(optimizer=optimizer_class(learning_rate=lr), loss=cross_entropy(),
+                metrics=["accuracy"])
+    callbacks = [] if schedule == "constant" else [_cosine(lr, epochs)]
+    with logits_head(net):  # the loss from the logits, on every backend
+        fit = net.fit(x, y, batch_size=None if y is None else batch_size, epochs=epochs,
+                      validation_data=validation_data, verbose=verbose,
+                      callbacks=callbacks, shuffle=y is not None)  # a Dataset shuffles itself
+    return fit.history

@@ -1,8 +1,12 @@
 """The papers' own numbers that the package prints beside its own (model
-cards, ``weights list``, reproduction tables), in one place: GR's MNIST
-results (GR Tables 1 and 2), its CIFAR n=5 and Wide GResNet results (GR
-Tables 3-4) and HE's CIFAR and ImageNet results (HE Tables 2, 3 and 5).
-Public, for scripts and users."""
+cards, ``weights list``, reproduction tables): GR's tables that several
+models share (MNIST Tables 1-2, CIFAR n=5 Table 3), and the lookup of what
+a paper reports for a model configuration, from the results each model's
+record declares (``register_model(results=...)`` beside its builder,
+copied Keras-free into ``_catalog.PAPER_RESULTS``). Public, for scripts
+and users."""
+
+from keras_gresnet import _catalog
 
 # GR Table 1: MNIST test error (%) per depth d, for the plain, ResNet and
 # GResNet MLPs; GR Table 2: the GResNet's mean k per depth.
@@ -19,52 +23,39 @@ GR_MNIST_MEAN_K = {2: 5.58, 10: 2.54, 20: 1.73, 50: 1.04, 100: 0.67}
 GR_CIFAR10_N5_ERROR = {"resnet": 7.16, "gresnet": 6.67, "gresnet_k_decay": 7.04}
 
 
-# Every other model a paper reports, by builder and the architecture
-# arguments that pick the configuration: (builder, arguments, dataset) ->
-# (where, test error %). The CIFAR nets' errors are top-1 test error on the
-# dataset's test set; the ImageNet ones single-crop top-1 at HE's 320 crop.
-PAPER_ERRORS = {
-    ("preact_resnet110", (), "cifar10"): ("HE Table 2", 6.37),
-    ("resnet110", (), "cifar10"): ("HE Table 2", 6.61),
-    ("preact_resnet164", (), "cifar10"): ("HE Table 2", 5.46),
-    ("resnet164", (), "cifar10"): ("HE Table 2", 5.93),
-    ("preact_resnet164", (), "cifar100"): ("HE Table 3", 24.33),
-    ("resnet164", (), "cifar100"): ("HE Table 3", 25.16),
-    ("preact_resnet1001", (), "cifar10"): ("HE Table 3", 4.92),
-    ("resnet1001", (), "cifar10"): ("HE Table 3", 7.61),
-    ("preact_resnet1001", (), "cifar100"): ("HE Table 3", 22.71),
-    ("resnet1001", (), "cifar100"): ("HE Table 3", 27.82),
-    ("preact_resnet152", (), "imagenet"): ("HE, single-crop top-1 at a 320 crop", 21.1),
-    ("preact_resnet200", (), "imagenet"): ("HE, single-crop top-1 at a 320 crop", 20.7),
-    ("resnet200", (), "imagenet"): ("HE, single-crop top-1 at a 320 crop", 21.8),
-    ("resnet_cifar", (("n", 5),), "cifar10"): ("GR Table 3, n=5, 32 layers",
-                                               GR_CIFAR10_N5_ERROR["resnet"]),
-    ("gresnet_cifar", (("n", 5),), "cifar10"): ("GR Table 3, n=5, 32 layers",
-                                                GR_CIFAR10_N5_ERROR["gresnet"]),
-    ("wide_resnet", (("n", 4), ("widen_factor", 10)), "cifar10"): ("GR Tables 3-4 (WRN-28-10)", 3.89),
-    ("wide_resnet", (("n", 4), ("widen_factor", 10)), "cifar100"): ("GR Table 4 (WRN-28-10)",
-                                                                    18.85),
-    ("wide_gresnet", (("n", 4), ("widen_factor", 10)), "cifar10"): ("GR Tables 3-4", 3.65),
-    ("wide_gresnet", (("n", 4), ("widen_factor", 10)), "cifar100"): ("GR Tables 3-4", 18.27),
-}
+# Every result a paper reports for a model is declared in the model's record
+# (``register_model(results=...)`` beside its builder, these tables referenced
+# there); ``_catalog.PAPER_RESULTS`` is its Keras-free copy, by builder.
 _DATASET_NAMES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "imagenet": "ImageNet",
                   "mnist": "MNIST"}
-# Arguments that change no architecture a paper reports (WRN's dropout is
-# the paper's own 0.3; a CIFAR net's n=5 is GR's default).
-_NEUTRAL = {"dropout": 0.3}
+# Arguments that pick no architecture.
+_NOT_ARCHITECTURE = frozenset({"include_top", "weights", "input_tensor", "input_shape", "pooling",
+                               "classes", "classifier_activation", "include_preprocessing",
+                               "name"})
+
+
+def _plain(value):
+    return tuple(_plain(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+def architecture(builder, builder_kwargs):
+    """``builder_kwargs`` without the arguments that pick no architecture
+    and without those equal to the builder's defaults: the form in which
+    :data:`keras_gresnet._catalog.PAPER_RESULTS` holds a configuration."""
+    defaults = dict(_catalog.MODEL_DEFAULTS.get(builder, ()))
+    missing = object()
+    return {k: _plain(v) for k, v in builder_kwargs.items()
+            if k not in _NOT_ARCHITECTURE and _plain(v) != defaults.get(k, missing)}
 
 
 def paper_error(builder, builder_kwargs, dataset):
     """``(where, test error %)`` a paper reports for ``builder`` with these
     architecture arguments on ``dataset``, or ``None``."""
-    kind = builder[:-len("_mlp")] if builder.endswith("_mlp") else None
-    if kind in ("plain", "resnet", "gresnet") and dataset == "mnist" and \
-            set(builder_kwargs) == {"depth"} and builder_kwargs["depth"] in GR_MNIST_ERROR:
-        return "GR Table 1", GR_MNIST_ERROR[builder_kwargs["depth"]][kind]
-    kwargs = {k: v for k, v in builder_kwargs.items() if _NEUTRAL.get(k, object()) != v}
-    if builder in ("resnet_cifar", "gresnet_cifar"):
-        kwargs.setdefault("n", 5)
-    return PAPER_ERRORS.get((builder, tuple(sorted(kwargs.items())), dataset))
+    wanted = architecture(builder, builder_kwargs)
+    for arguments, result_dataset, where, error in _catalog.PAPER_RESULTS.get(builder, ()):
+        if result_dataset == dataset and dict(arguments) == wanted:
+            return where, error
+    return None
 
 
 def _reported(builder, builder_kwargs, dataset):
@@ -86,7 +77,7 @@ def _reported(builder, builder_kwargs, dataset):
 def paper_result(builder, builder_kwargs, dataset):
     """Where the paper reports this model: a one-line Markdown string, e.g.
     ``"GR Table 1 (MNIST, d=20): 1.57% test error"``; ``None`` when no paper
-    reports its architecture (:data:`PAPER_ERRORS`, the GR tables above)."""
+    reports its architecture (the results of its record, the GR tables above)."""
     reported = _reported(builder, builder_kwargs, dataset)
     if reported is not None:
         return reported

@@ -65,10 +65,12 @@ def exported_predictor(path):
     and returns its probabilities. Only an artefact that takes raw 0-255
     pixels (the export's default) is accepted: its normalisation is inside
     it, so nothing is left to apply here."""
-    from keras_gresnet import export
+    from keras_gresnet.artefact_checks import check_artefact
+    from keras_gresnet.artefact_runtime import load_exported
+    from keras_gresnet.artefacts import read_contract
 
-    export.check_artefact(path)  # its ops first: a foreign op is refused, whatever it claims
-    contract = export.read_contract(path)
+    check_artefact(path)  # its ops first: a foreign op is refused, whatever it claims
+    contract = read_contract(path)
     if contract.get("pixels") != "raw 0-255":
         raise ValueError(
             f"{printable(path)}: predict takes an artefact exported to take raw 0-255 pixels "
@@ -82,7 +84,7 @@ def exported_predictor(path):
     else:
         raise ValueError(f"{printable(path)}: its contract gives no picture input "
                          f"(input_layout {layout!r}, input_shape {list(shape)})")
-    run = export.load_exported(path)
+    run = load_exported(path)
 
     def predict(pictures):
         x = np.asarray(pictures, dtype="float32")

@@ -14,10 +14,13 @@ if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                                    + " --xla_cpu_multi_thread_eigen=false").strip()
 
+import json  # noqa: E402
+from types import SimpleNamespace  # noqa: E402
+
 import keras  # noqa: E402
 import pytest  # noqa: E402
 
-from helpers import assert_loopback_only, guard_network  # noqa: E402
+from helpers import assert_loopback_only, guard_network, train  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -39,3 +42,39 @@ def network_guard(monkeypatch):
     hosts = guard_network(monkeypatch)
     yield hosts
     assert_loopback_only(hosts)
+
+
+@pytest.fixture
+def registry(tmp_path, monkeypatch):
+    """A temporary registry file (``registry.path``, holding no entry;
+    ``registry.write(entries)``) standing for the whole registry (the
+    models' records name no untrained weights meanwhile), a shipped-weights
+    folder that does not exist yet (``registry.shipped``), a temporary
+    $KERAS_HOME (its cache of models: ``registry.cache``) and no weights
+    URL from the environment."""
+    from keras_gresnet import _catalog, weights
+
+    path = tmp_path / "zoo" / "weights.json"
+    path.parent.mkdir()
+    shipped = path.parent / "weights"
+    monkeypatch.setattr(weights.registry, "REGISTRY_FILE", path)
+    monkeypatch.setattr(_catalog, "UNTRAINED", ())
+    monkeypatch.setattr(weights.download, "SHIPPED_DIR", shipped)
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras_home"))
+    monkeypatch.delenv(weights.URL_ENV, raising=False)
+
+    def write(entries):
+        path.write_text(json.dumps(entries))
+
+    write([])
+    return SimpleNamespace(path=path, write=write, shipped=shipped,
+                           cache=tmp_path / "keras_home" / "models", tmp=tmp_path)
+
+
+@pytest.fixture(scope="session")
+def finished(tmp_path_factory):
+    """A finished tiny run folder (helpers.train; not to be modified by the
+    tests)."""
+    out = tmp_path_factory.mktemp("finished") / "run"
+    assert train(out) == 0
+    return out

@@ -2,11 +2,16 @@
 
 import contextlib
 import csv
+import hashlib
+import http.server
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -28,6 +33,11 @@ def randomize_bn(model, scale=0.1):
 def random_inputs(model, batch=3):
     """A random float32 batch of the model's input shape."""
     return RNG.normal(size=(batch, *model.input.shape[1:])).astype("float32")
+
+
+def outputs(model, x):
+    """The model's inference outputs on ``x``, as numpy."""
+    return keras.ops.convert_to_numpy(model(x, training=False))
 
 
 LOOPBACK = {"127.0.0.1", "localhost"}
@@ -60,6 +70,40 @@ def guard_network(monkeypatch):
 
 def assert_loopback_only(hosts):
     assert set(hosts) <= LOOPBACK, f"contacted {set(hosts) - LOOPBACK}"
+
+
+@contextlib.contextmanager
+def http_server(handler):
+    """A threaded HTTP server of ``handler`` on the loopback: yields its base
+    URL (``http://127.0.0.1:PORT/``), shut down on leaving."""
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_port}/"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(10)
+
+
+def registry_entry(name, path, **overrides):
+    """A published registry entry of a tiny MLP for the bytes of ``path``
+    (the load path only hashes them: any bytes do); ``overrides`` replace
+    its fields."""
+    data = Path(path).read_bytes()
+    entry = dict(
+        name=name, builder="gresnet_mlp", builder_kwargs={"depth": 2}, dataset="fashion_mnist",
+        input_shape=[4, 4, 1], classes=10, class_names=[f"class{i}" for i in range(10)],
+        preprocessing={"method": "scale", "mean": [0.0], "std": [1.0]},
+        test_error_percent=12.5, command="keras-gresnet train gresnet_mlp --depth 2",
+        params=1234, file=Path(path).name, size=len(data),
+        sha256=hashlib.sha256(data).hexdigest(), keras_version=keras.__version__,
+        date="2025-01-01", status="published",
+    )
+    entry.update(overrides)
+    return entry
 
 
 def sgd_step_changes(model, x, y, loss="sparse_categorical_crossentropy", lr=1.0):
@@ -169,6 +213,77 @@ def kill_a_worker_after_a_backup(commands, folders, env=None):
     assert "lost contact with another worker" in chief_output
     assert "Start every worker again with the same command" in chief_output
     print(f"the chief stopped {time.monotonic() - killed:.1f} s after the kill")
+
+
+# --------------------------------------------------------------------------
+# Tiny runs through the command line (in this process), and what they leave.
+
+TINY = ["--dataset", "fashion_mnist", "--max-train-examples", "256",
+        "--max-test-examples", "200", "--epochs", "1"]
+
+
+def tiny(*extra):
+    """TINY's options less those ``extra`` gives again (an option given twice
+    with two values is refused)."""
+    given = {word.split("=")[0] for word in extra if word.startswith("--")}
+    return [word for option, value in zip(TINY[::2], TINY[1::2]) if option not in given
+            for word in (option, value)]
+
+
+def train(out, *extra, model=("gresnet_mlp", "--depth", "2")):
+    """``keras-gresnet train`` of a tiny run into ``out``: its exit code."""
+    from keras_gresnet import cli
+
+    return cli.main(["train", *model, *tiny(*extra), "--out", str(out), *extra])
+
+
+# The line a run prints once its checks passed, before its first epoch (its
+# strategy, replicas and devices): an error found while training follows it.
+STARTED = re.compile(r"^\S+ on \S+: strategy \S+, \d+ replicas?\b")
+
+
+def one_error_line(capsys, *words):
+    """The one line on stderr (besides STARTED's), holding every word."""
+    err = [line for line in capsys.readouterr().err.strip().splitlines()
+           if not STARTED.match(line)]
+    assert len(err) == 1, err
+    for word in words:
+        assert word in err[0], err[0]
+    return err[0]
+
+
+def tree(folder):
+    """Every file under ``folder`` with its bytes."""
+    return {str(p.relative_to(folder)): p.read_bytes()
+            for p in sorted(Path(folder).rglob("*")) if p.is_file()}
+
+
+# --------------------------------------------------------------------------
+# The repository's scripts.
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_script(path):
+    """The module of the script at ``path`` (from the repository root,
+    e.g. ``scripts/release/write_catalog.py``), loaded by path."""
+    import importlib.util
+
+    path = ROOT / path
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_script(*args, timeout, check=False):
+    """``python ARGS`` from the repository root (a script of scripts/ and its
+    options), quiet TensorFlow; with ``check``, exit 0 is asserted."""
+    proc = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    if check:
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
 
 
 # --------------------------------------------------------------------------

@@ -28,15 +28,10 @@ import numpy as np  # noqa: E402
 from keras_gresnet import data, training  # noqa: E402
 from keras_gresnet.training.backends import tensorflow_multiworker as multiworker  # noqa: E402
 
-# The run both workers train, and the single-process reference with the same
-# global batch (test_distributed.py imports these).
-# Keras 3's Nadam: the tolerances of test_distributed.py were measured with it
-# (gr_mnist's default is now Keras 1's, whose slow momentum ramp gives the
-# per-replica BatchNorm runs another path).
-RUN = dict(model="gresnet_mlp", model_kwargs=dict(depth=2), dataset="fashion_mnist",
-           epochs=6, max_train_examples=12000, max_test_examples=1000, seed=5, verbose=0,
-           optimizer_name="nadam")
-GLOBAL_BATCH = 128  # split evenly over the workers (one CPU replica each)
+# The run both workers train, at its global batch: defined beside its seed
+# calibration, which trains it too.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "checks"))
+from calibrate_per_replica import GLOBAL_BATCH, RUN  # noqa: E402
 
 
 def main(workers, index, report_dir, overrides=None):

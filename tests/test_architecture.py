@@ -18,8 +18,8 @@ PACKAGE = "keras_gresnet"
 # The one direction imports flow: a module may import its own part and the
 # parts before it, never one after it. Same-rank parts do not import each other.
 ORDER = [
-    ("limits", "_text"),
-    ("_version", "_checks", "_cpu", "_paths", "_catalog", "papers", "_pixels", "files",
+    ("limits", "_text", "_catalog"),
+    ("_version", "_checks", "_cpu", "_paths", "papers", "_pixels", "files",
      "optimizers"),
     ("_options", "runlock"),
     ("data",),
@@ -29,6 +29,9 @@ ORDER = [
     ("plots",),
     ("training",),
     ("analysis",),
+    ("artefacts", "finetune_data"),
+    ("artefact_checks",),
+    ("artefact_runtime",),
     ("finetune", "convert", "export"),
     ("predictions",),
     ("cli",),
@@ -190,7 +193,7 @@ def test_every_module_says_what_it_is_for(module):
 def _readme_modules():
     """The modules of the README's architecture table, top to bottom, as
     dotted names (``layers/`` is the package ``keras_gresnet.layers``)."""
-    readme = (ROOT.parent / "README.md").read_text()
+    readme = (ROOT.parent / "docs" / "architecture.md").read_text()
     section = readme[readme.index("## Architecture"):readme.index("## Dependencies")]
     names = re.findall(r"^\| `([A-Za-z_/]+)` \|", section, re.M)
     return [PACKAGE + "." + name.rstrip("/").replace("/", ".") for name in names]

@@ -1,14 +1,21 @@
 """Writes that fail part-way: the previous file stays intact and nothing
 partial appears under the final name (the JSON/CSV/text writers, the epoch
-backup, a run's ``model.keras``, a preset)."""
+backup, a run's ``model.keras``, a preset). A full disk, end to end: one line
+naming the file, nothing half-written, and the same command resumes."""
 
+import errno
 import json
+import os
 import pathlib
+import subprocess
+import sys
+from pathlib import Path
 
 import keras
 import numpy as np
 import pytest
 
+from helpers import TINY, one_error_line, train
 from keras_gresnet import files, training, zoo
 from keras_gresnet.training import runs
 
@@ -158,3 +165,102 @@ def test_sigterm_swallowed_by_a_gc_callback_is_raised_again_before_the_result_is
         if in_gc in gc.callbacks:
             gc.callbacks.remove(in_gc)
     assert ended.value.code == 128 + signal.SIGTERM and kept == []
+
+
+# --------------------------------------------------- a full disk, end to end
+
+
+@pytest.mark.integration
+def test_disk_full_is_one_line_and_the_run_resumes(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "run"
+
+    def full(path, obj):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(training.runs, "write_json", full)
+    assert train(out) == 2
+    one_error_line(capsys, "No space left on device", "config.json")
+    monkeypatch.undo()
+    assert train(out) == 0 and (out / "results.json").exists()
+
+
+@pytest.mark.integration
+def test_a_disk_too_full_for_the_epoch_backup_is_one_line_before_hdf5(tmp_path, capsys,
+                                                                      monkeypatch):
+    """h5py crashes the process (exit 139) when the disk fills in the middle of
+    a weights file: the backup is refused before HDF5 opens it, in one line,
+    and the run resumes once there is room."""
+    out = tmp_path / "run"
+    real = training.runs.shutil.disk_usage
+
+    def usage(path):
+        found = real(path)
+        return found._replace(free=1000) if Path(path).name == "backup" else found
+
+    monkeypatch.setattr(training.runs.shutil, "disk_usage", usage)
+    assert train(out) == 2
+    one_error_line(capsys, "epoch-00001.weights.h5", "No space left on device", "bytes")
+    assert sorted(p.name for p in (out / "backup").iterdir()) == []  # nothing half-written
+    monkeypatch.undo()
+    assert train(out) == 0 and (out / "results.json").exists()
+
+
+@pytest.mark.integration
+def test_a_disk_that_fills_during_the_backup_write_is_one_line_and_resumes(tmp_path):
+    """The space check cannot see another process filling the disk between
+    the check and the write: a write that fails half-way (a file-size limit
+    here, EFBIG; ENOSPC is the same path) is one line naming the file, exit
+    2, no half-written backup and no crash (h5py writing to a failing disk
+    segfaulted: the backup is made in memory and written by Python), and the
+    same command resumes to finished."""
+    import resource
+
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "keras_gresnet.cli", "train", "gresnet_mlp", "--depth",
+               "2", *TINY, "--out", str(out)]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+
+    def small_files():  # in the child: files over 200 KB cannot be written
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+
+    limited = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600,
+                             preexec_fn=small_files)
+    assert limited.returncode == 2, limited.stderr[-3000:]
+    lines = [line for line in limited.stderr.splitlines() if line.strip()]
+    assert lines[-1] == (f"keras-gresnet train: error: cannot use "
+                         f"{out / 'backup' / 'epoch-00001.weights.h5'}: File too large")
+    assert "Traceback" not in limited.stderr and "ref count" not in limited.stderr
+    assert list((out / "backup").iterdir()) == []  # nothing half-written
+    again = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert (out / "results.json").exists()
+
+
+@pytest.mark.integration
+def test_a_full_disk_is_one_line_naming_the_file_and_leaves_nothing(tmp_path):
+    """Writes that fail half way (here a file-size limit, EFBIG: the same
+    path as a full disk's ENOSPC, which a test cannot make without mounting
+    a filesystem): ``save_preset`` (h5py used to crash the process: exit
+    139) and an ONNX export each raise one OSError naming the file the user
+    asked for, and leave nothing behind."""
+    code = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+from keras_gresnet import export, zoo
+model = zoo.gresnet_cifar(n=5)  # 1.8 MB of weights
+for write in (lambda: zoo.save_preset(model, sys.argv[1] + "/preset"),
+              lambda: export.export(model, sys.argv[1] + "/net.onnx", format="onnx")):
+    try:
+        write()
+    except OSError as error:
+        print(type(error).__name__, error.errno, error.filename)
+"""
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    import errno
+
+    assert done.stdout.split("\n")[:2] == [
+        f"OSError {errno.EFBIG} {tmp_path}/preset/model.weights.h5",
+        f"OSError {errno.EFBIG} {tmp_path}/net.onnx"], done.stdout + done.stderr[-2000:]
+    assert list(tmp_path.iterdir()) == []

@@ -1,6 +1,6 @@
-"""The benchmark's PyTorch twins (scripts/torch_reference.py) are the zoo's
-architectures: the same parameter counts at full size, and, with the Keras
-weights copied in, the same function. And ``benchmark.py --quick`` runs end to
+"""The benchmark's PyTorch twins (scripts/benchmarks/torch_reference.py) are
+the zoo's architectures: the same parameter counts at full size, and, with
+the Keras weights copied in, the same function. And ``benchmark.py --quick`` runs end to
 end and prints ratios (a smoke run: no speed is asserted)."""
 
 import importlib.util
@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+BENCHMARKS = ROOT / "scripts" / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
 
 import torch  # noqa: E402  (torch: the benchmark's reference, installed by make test)
 import torch_reference as tr  # noqa: E402
@@ -89,7 +90,7 @@ def test_quick_benchmark_prints_ratios_to_pytorch_and_the_pruned_net(tmp_path):
     out = tmp_path / "bench.json"
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "BENCH_LOG_DIR": str(tmp_path)}
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--quick", "--rounds", "1",
+        [sys.executable, str(BENCHMARKS / "benchmark.py"), "--quick", "--rounds", "1",
          "--models", "gresnet_cifar", "--backends", "tf,pytorch,onnx", "--precisions", "float32",
          "--pruned", "--json", str(out)],
         capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
@@ -142,7 +143,7 @@ def test_quick_benchmark_prints_ratios_to_pytorch_and_the_pruned_net(tmp_path):
 @pytest.mark.integration
 def test_op_benchmark_prints_each_op_against_pytorch():
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "bench_ops.py"), "--rounds", "1", "--steps", "1"],
+        [sys.executable, str(BENCHMARKS / "bench_ops.py"), "--rounds", "1", "--steps", "1"],
         capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
         timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -157,7 +158,7 @@ def test_op_benchmark_prints_each_op_against_pytorch():
 
 @pytest.mark.integration
 def test_op_benchmark_refuses_a_zero_count():
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_ops.py"), "--rounds", "0"],
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / "bench_ops.py"), "--rounds", "0"],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 2 and "--rounds must be at least 1" in proc.stderr
 
@@ -172,7 +173,7 @@ def test_benchmark_exits_non_zero_naming_the_cause_when_a_cell_errors(tmp_path):
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "BENCH_LOG_DIR": str(tmp_path),
            "PYTHONPATH": str(fake)}
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--quick", "--rounds", "1",
+        [sys.executable, str(BENCHMARKS / "benchmark.py"), "--quick", "--rounds", "1",
          "--models", "gresnet_mlp", "--backends", "pytorch", "--precisions", "float32",
          "--modes", "infer"],
         capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)

@@ -3,10 +3,12 @@
 ratio, an HDF5 bomb stored inside the archive, too many members, a member
 larger than its bound; each one ValueError naming the file, through every
 door that loads a ``.keras`` file (``load_model``, ``resolve``, the command
-line). The bounds live in one module."""
+line). The bounds live in one module. A user's JSON or CSV is read bounded
+and only from a regular file; broken weights and model files are one line."""
 
 import ast
 import io
+import os
 import zipfile
 from pathlib import Path
 
@@ -15,7 +17,7 @@ import numpy as np
 import pytest
 
 import keras_gresnet
-from keras_gresnet import cli, limits, zoo
+from keras_gresnet import cli, limits, training, zoo
 from keras_gresnet.weights import loading
 
 ROOT = Path(keras_gresnet.__file__).resolve().parent
@@ -132,3 +134,54 @@ def test_the_bounds_live_in_one_module():
                             ast.BinOp, ast.Constant)):
                     owners.setdefault(target.id, []).append(module.name)
     assert owners and all(files == ["limits.py"] for files in owners.values()), owners
+
+
+# --------------------------------------------------- bounded reads, one line
+
+
+def test_json_and_csv_files_are_read_bounded_and_regular_only(tmp_path):
+    """A user's JSON or CSV (a run's config.json, history.csv, a preset's
+    files) larger than the bound is refused before it is read; a named pipe
+    is refused without being opened (it would block)."""
+    from keras_gresnet import files
+
+    big = tmp_path / "config.json"
+    big.write_text('{"a": "' + "x" * 5000 + '"}')
+    assert files.read_json(big)["a"] == "x" * 5000
+    with pytest.raises(ValueError, match=r"config.json holds 5,009 bytes, more than the 1,000"):
+        files.read_json(big, max_bytes=1000)
+    with pytest.raises(ValueError, match="holds 5,009 bytes"):
+        files.read_bounded(big, 1000)
+    os.mkfifo(tmp_path / "history.csv")
+    with pytest.raises(ValueError, match="history.csv is not a regular file"):
+        training.read_history(tmp_path / "history.csv")
+    with pytest.raises(ValueError, match="cannot read it"):
+        files.read_json(tmp_path / "missing.json")
+
+
+def test_broken_weights_and_model_files_are_one_line(tmp_path):
+    """A preset whose model.weights.h5 is corrupt, a weights file whose
+    variables declare far more bytes than it holds, and random bytes named
+    .keras: one line each, naming the file."""
+    import h5py
+
+    zoo.save_preset(zoo.gresnet_mlp(depth=2), tmp_path / "preset")
+    weights = tmp_path / "preset" / "model.weights.h5"
+    intact = weights.read_bytes()
+    weights.write_bytes(b"garbage" * 100)
+    with pytest.raises(ValueError, match="model.weights.h5: not a readable Keras weights file") \
+            as error:
+        zoo.resolve(str(tmp_path / "preset"))
+    assert "\n" not in str(error.value)
+    weights.write_bytes(intact)
+    with h5py.File(tmp_path / "bomb.weights.h5", "w") as f:  # 400 MB of zeros, compressed
+        f.create_dataset("v", shape=(10**8,), dtype="float32", compression="gzip",
+                         chunks=(10**6,))
+    with pytest.raises(ValueError, match=r"declare 400,000,000 bytes from .* on disk"):
+        from keras_gresnet.weights.loading import load_exact
+
+        load_exact(zoo.gresnet_mlp(depth=2), tmp_path / "bomb.weights.h5")
+    (tmp_path / "random.keras").write_bytes(os.urandom(4096))
+    with pytest.raises(ValueError, match=r"random.keras: not a .keras model \(a .keras file is "
+                                         r"a zip archive"):
+        zoo.resolve(str(tmp_path / "random.keras"))

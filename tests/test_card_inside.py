@@ -5,7 +5,6 @@ after ``import keras_gresnet``; the published files carry it (weights
 identical to the bit to the files they replace, which still load as theirs)."""
 
 import hashlib
-import importlib.util
 import json
 import subprocess
 import sys
@@ -19,6 +18,8 @@ import pytest
 import keras_gresnet
 from keras_gresnet import weights, zoo
 from keras_gresnet.layers import ZooModel, gate_layers
+
+from helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = [e for e in weights.list_weights() if e["status"] == weights.PUBLISHED]
@@ -97,29 +98,17 @@ def _plain_twin(tmp_path, compile):
 
 
 @pytest.fixture
-def registry(tmp_path, monkeypatch):
-    """A registry and a shipped folder of the test's own."""
-    shipped = tmp_path / "zoo" / "weights"
-    shipped.mkdir(parents=True)
-    monkeypatch.setattr(weights.registry, "REGISTRY_FILE", tmp_path / "zoo" / "reg.json")
-    monkeypatch.setattr(weights.download, "SHIPPED_DIR", shipped)
-    monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras_home"))
-    monkeypatch.delenv(weights.URL_ENV, raising=False)
-    return shipped
+def shipped(registry):
+    """A registry (conftest's) and a shipped folder of the test's own."""
+    registry.shipped.mkdir()
+    return registry.shipped
 
 
-def _script(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_republishing_keeps_every_bit_and_the_old_file_stays_the_entrys(tmp_path, registry,
+def test_republishing_keeps_every_bit_and_the_old_file_stays_the_entrys(tmp_path, shipped,
                                                                        monkeypatch):
     old, plain = _plain_twin(tmp_path, compile=False)
     body = old.read_bytes()
-    (registry / "tiny.keras").write_bytes(body)
+    (shipped / "tiny.keras").write_bytes(body)
     entry = dict(
         name="tiny", builder="gresnet_cifar", builder_kwargs={"n": 1}, dataset="folder",
         input_shape=[8, 8, 1], classes=3, class_names=["a", "b", "c"],
@@ -129,11 +118,11 @@ def test_republishing_keeps_every_bit_and_the_old_file_stays_the_entrys(tmp_path
         keras_version=keras.__version__, date="2026-12-05", status="published",
         license="test licence")
     weights.write_registry([entry])
-    publish = _script("publish_weights")
-    monkeypatch.setattr(publish, "SHIPPED", registry)
+    publish = load_script("scripts/release/publish_weights.py")
+    monkeypatch.setattr(publish, "SHIPPED", shipped)
     new_entry = publish.republish(entry)
     weights.write_registry([new_entry])
-    new = keras.saving.load_model(registry / "tiny.keras")
+    new = keras.saving.load_model(shipped / "tiny.keras")
     assert isinstance(new, ZooModel) and new.card["class_names"] == ["a", "b", "c"]
     for a, b in zip(plain.get_weights(), new.get_weights(), strict=True):
         assert a.dtype == b.dtype and a.tobytes() == b.tobytes()  # to the bit
@@ -146,7 +135,7 @@ def test_republishing_keeps_every_bit_and_the_old_file_stays_the_entrys(tmp_path
 
 
 def test_compile_true_on_an_old_plain_file_is_the_zoo_model_compiled_as_saved(
-        tmp_path, registry):
+        tmp_path, shipped):
     """One load path: the resolved zoo model with its card, compiled from
     the file's compile config (optimizer, loss, metrics)."""
     path, _ = _plain_twin(tmp_path, compile=True)

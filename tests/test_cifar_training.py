@@ -12,12 +12,9 @@ import pytest
 from keras_gresnet import data, training
 from keras_gresnet.data import synthetic
 
+from helpers import read_csv
+
 pytestmark = pytest.mark.integration
-
-
-def read_csv(path):
-    lines = path.read_text().splitlines()
-    return [dict(zip(lines[0].split(","), row.split(","))) for row in lines[1:]]
 
 
 def test_preact_cifar_end_to_end_on_cifar10_files(tmp_path):

@@ -1,14 +1,23 @@
 """Where the command line's free options go: recipe fields to the recipe,
-everything else to the builder; each setting has one owner."""
+everything else to the builder; each setting has one owner. Bad input (the
+command line's, a preset's, finetune()'s) is refused in one line, exit 2,
+before the first write; an error inside Keras keeps its traceback; what the
+command line prints is standard JSON without TensorFlow's start-up lines."""
 
 import dataclasses
 import inspect
 import json
+import os
+import subprocess
 import sys
+import zipfile
+from pathlib import Path
 
 import keras
+import numpy as np
 import pytest
 
+from helpers import TINY, one_error_line, train, tree
 from keras_gresnet import cli, training, zoo
 from keras_gresnet.training import runs
 
@@ -124,9 +133,9 @@ def test_the_recorded_command_names_the_console_script_not_its_path(monkeypatch)
                                       "--depth", "2"])
     config = training.resolve_config("gresnet_mlp", model_kwargs=dict(depth=2))
     assert config["command"] == ["keras-gresnet", "train", "gresnet_mlp", "--depth", "2"]
-    monkeypatch.setattr(sys, "argv", ["scripts/reproduce_gr_mnist.py", "--seeds", "3"])
+    monkeypatch.setattr(sys, "argv", ["scripts/reproduce/reproduce_gr_mnist.py", "--seeds", "3"])
     config = training.resolve_config("gresnet_mlp", model_kwargs=dict(depth=2))
-    assert config["command"] == ["scripts/reproduce_gr_mnist.py", "--seeds", "3"]
+    assert config["command"] == ["scripts/reproduce/reproduce_gr_mnist.py", "--seeds", "3"]
 
 
 def test_list_build_prints_every_paper_configuration(capsys):
@@ -264,3 +273,210 @@ def test_texts_from_outside_are_escaped_and_echoes_shortened(capsys):
     entry = weights.list_weights()[0]
     card = weights.model_card(dict(entry, license="MIT\n- forged: line", command="\x1b[2J"))
     assert "\x1b" not in card and card.count("\n") == weights.model_card(entry).count("\n")
+
+
+# ----------------------- bad input: one line, exit 2, before the first write
+
+
+@pytest.mark.integration
+def test_bad_numbers_are_refused_before_the_first_write(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert train(out, "--epochs", "99999999999999999999999") == 2
+    one_error_line(capsys, "epochs")
+    assert not out.exists()
+    for value in ("1e400", "-1e999", "nan", "inf", "(0.1, 1e400)"):
+        assert train(out, "--lr", value) == 2
+        one_error_line(capsys, "finite")
+        assert not out.exists()
+    assert train(out) == 0  # the corrected command runs
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("extra,words", [
+    (("--optimizer-kwargs", '{"beta_1": "abc"}'), ("beta_1", "a number >= 0 and < 1")),
+    (("--optimizer-kwargs", '{"beta_1": 5}'), ("beta_1", "< 1")),
+    (("--optimizer-kwargs", "[1,2]"), ("optimizer_kwargs", "a mapping")),
+    (("--optimizer-kwargs", "5"), ("optimizer_kwargs", "a mapping")),
+    (("--optimizer-kwargs", '{"name": 5}'), ("'name'", "a non-empty string")),
+    (("--recipe", "preact_cifar", "--optimizer-kwargs", '{"momentum": "abc"}'),
+     ("momentum",)),
+    (("--recipe", "preact_cifar", "--optimizer-kwargs", '{"momentum": 0.9, "nesterov": 3}'),
+     ("nesterov", "true or false")),
+    (("--lr-milestone-unit", "epoch", "--lr-milestones", "(1e300,)"), ("lr_milestones",)),
+    (("--lr-milestones", "abc"), ("lr_milestones", "a sequence")),
+])
+def test_bad_recipe_values_write_nothing_and_the_corrected_command_runs(tmp_path, capsys,
+                                                                       extra, words):
+    out = tmp_path / "run"
+    assert train(out, *extra) == 2
+    one_error_line(capsys, *words)
+    assert not out.exists()
+
+
+@pytest.mark.integration
+def test_json_spellings_and_a_bare_milestone_are_understood(tmp_path):
+    assert cli._literal('{"nesterov": true, "momentum": 0.9}') == {"nesterov": True,
+                                                                  "momentum": 0.9}
+    with pytest.raises(ValueError, match="finite"):
+        cli._literal('{"momentum": NaN}')
+    recipe = training.get_recipe("preact_cifar", lr_milestones=0.5)
+    assert recipe.lr_milestones == (0.5,)
+    out = tmp_path / "run"
+    assert train(out, "--recipe", "preact_cifar", "--optimizer-kwargs",
+                 '{"momentum": 0.9, "nesterov": true}', "--lr-milestones", "0.5") == 0
+    recorded = json.loads((out / "config.json").read_text())["recipe"]
+    assert recorded["optimizer_kwargs"] == {"momentum": 0.9, "nesterov": True}
+    assert recorded["lr_milestones"] == [0.5]
+
+
+def test_sizes_that_cannot_be_built_are_refused(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert train(out, model=("gresnet_mlp", "--depth", "100000000")) == 2
+    one_error_line(capsys, "50,000,000 blocks", "at most 5,000")
+    assert train(out, model=("wide_gresnet", "--n", "4", "--widen-factor", "1000")) == 2
+    one_error_line(capsys, "parameters")
+    assert not out.exists()
+    with pytest.raises(ValueError, match="parameters"):
+        zoo.gresnet_mlp(depth=2, units=100_000)
+    # the head and the input count too, before anything is built
+    with pytest.raises(ValueError, match="classes=100,000,000 give about 5,100,000,000"):
+        zoo.gresnet_mlp(depth=2, classes=100_000_000)
+    with pytest.raises(ValueError, match="classes=1,000,000,000 give"):
+        zoo.get_model("gresnet_cifar", n=1, classes=10**9)
+    for builder, shape in (("gresnet_mlp", (100_000, 100_000)),
+                           ("gresnet_cifar", (100_000, 100_000, 3))):
+        with pytest.raises(ValueError, match="values an example; this package builds inputs"):
+            zoo.get_model(builder, **({"depth": 2} if builder == "gresnet_mlp" else {"n": 1}),
+                          input_shape=shape)
+
+
+def test_empty_names_are_refused_not_taken_for_the_default(tmp_path, capsys):
+    for extra, word in ((("--dataset", ""), "dataset"), (("--recipe", ""), "recipe")):
+        assert train(tmp_path / "run", *extra) == 2
+        one_error_line(capsys, word, "''")
+        assert not (tmp_path / "run").exists()
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        assert cli.main(["train", "gresnet_mlp", "--depth", "2", *TINY, "--out", ""]) == 2
+        one_error_line(capsys, "out=''")
+        assert list(tmp_path.iterdir()) == []  # no runs/ default folder either
+    finally:
+        os.chdir(cwd)
+
+
+def test_keras_files_keras_cannot_read_are_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.keras"
+    with zipfile.ZipFile(bad, "w") as archive:
+        archive.writestr("config.json", json.dumps({"class_name": 3, "config": []}))
+        archive.writestr("metadata.json", json.dumps({"keras_version": "3.15.1"}))
+    junk = tmp_path / "junk.keras"
+    junk.write_bytes(b"not a zip")
+    deep = tmp_path / "deep.keras"  # a config nested 100,000 deep
+    with zipfile.ZipFile(deep, "w") as archive:
+        archive.writestr("config.json", "[" * 100_000 + "]" * 100_000)
+        archive.writestr("metadata.json", json.dumps({"keras_version": "3.15.1"}))
+    device = tmp_path / "device.keras"
+    device.symlink_to("/dev/zero")
+    truncated = tmp_path / "truncated.keras"
+    truncated.write_bytes(bad.read_bytes()[:40])
+    for path in (bad, junk, deep, device, truncated):
+        assert cli.main(["evaluate", str(path), "--dataset", "fashion_mnist"]) == 2
+        one_error_line(capsys, path.name)
+        assert cli.main(["export", str(path), "--out", str(tmp_path / "out.onnx")]) == 2
+        one_error_line(capsys, path.name)
+        assert not (tmp_path / "out.onnx").exists()
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--count", "-1"], ["--count -1"]),
+    (["--count", "0"], ["--count 0"]),
+    (["--blocks", "block1,block1"], ["block1", "more than once"]),
+    (["--blocks", "block1,0"], ["more than once"]),
+    (["--count", "1", "--out", "x.h5"], [".keras"]),
+])
+def test_prune_refuses_bad_counts_and_repeated_blocks(finished, capsys, args, words):
+    before = tree(finished)
+    assert cli.main(["prune", str(finished), *args]) == 2
+    one_error_line(capsys, *words)
+    assert tree(finished) == before
+
+
+def test_prune_never_writes_over_a_users_file(finished, tmp_path, capsys):
+    mine = tmp_path / "thesis.keras"
+    mine.write_bytes(b"my model")
+    assert cli.main(["prune", str(finished), "--count", "1", "--out", str(mine)]) == 2
+    one_error_line(capsys, "thesis.keras", "exists")
+    assert mine.read_bytes() == b"my model"
+
+
+def test_prune_into_a_missing_folder_or_a_too_long_name_is_one_line(finished, tmp_path, capsys):
+    assert cli.main(["prune", str(finished), "--count", "1",
+                     "--out", str(tmp_path / "nodir" / "x.keras")]) == 2
+    one_error_line(capsys, "nodir")
+    assert not (tmp_path / "nodir").exists()
+    assert train(tmp_path / ("r" * 300)) == 2
+    one_error_line(capsys, "File name too long")
+
+
+def test_non_finite_learning_rates_are_refused():
+    from keras_gresnet import finetune
+
+    for bad in (float("inf"), float("nan"), -1.0, 0.0):
+        with pytest.raises(ValueError, match="head_lr must be a finite number > 0"):
+            finetune.finetune("gresnet_mlp2_fashion_mnist", (np.zeros((4, 28, 28, 1)),
+                                                            np.zeros(4, int)),
+                              classes=10, head_lr=bad)
+
+
+def test_a_preset_cannot_name_other_weights(tmp_path):
+    model = zoo.gresnet_mlp(depth=2)
+    preset = zoo.save_preset(model, tmp_path / "preset", builder="gresnet_mlp",
+                                 builder_kwargs={"depth": 2})
+    config = json.loads((preset / "config.json").read_text())
+    for value in (str(preset), "gresnet_mlp2_fashion_mnist", "/etc/passwd"):
+        config["builder_kwargs"]["weights"] = value
+        (preset / "config.json").write_text(json.dumps(config))
+        with pytest.raises(ValueError, match=r"builder_kwargs may not set \['weights'\]"):
+            zoo.from_preset(preset)
+
+
+def test_an_error_inside_keras_keeps_its_traceback(monkeypatch):
+    """Only this package's own checks are 'bad input'; a ValueError raised
+    deep in Keras or TensorFlow is a bug and is not turned into exit 2."""
+    import keras
+
+    def broken(*args, **kwargs):
+        keras.layers.Dense(-1)  # Keras' own check raises the ValueError
+
+    monkeypatch.setattr(training, "train", broken)
+    with pytest.raises(ValueError):
+        train(Path("unused"))
+
+
+# ---------------------------------------------- what the command line prints
+
+
+def test_evaluate_prints_standard_json_for_a_diverged_net(monkeypatch, capsys, tmp_path):
+    """A diverged net's loss is NaN, which Python's json writes as a bare NaN
+    that JSON parsers refuse: it is null in the output."""
+    monkeypatch.setattr(training, "evaluate",
+                        lambda *a, **k: {"test_loss": float("nan"), "test_accuracy": 0.1})
+    assert cli.main(["evaluate", str(tmp_path)]) == 0
+
+    def strict(name):
+        raise ValueError(f"not standard JSON: {name}")
+
+    printed = json.loads(capsys.readouterr().out, parse_constant=strict)
+    assert printed == {"test_loss": None, "test_accuracy": 0.1}
+
+
+@pytest.mark.integration
+def test_tensorflow_start_up_lines_stay_off_the_terminal(finished):
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    result = subprocess.run([sys.executable, "-m", "keras_gresnet.cli", "gates", str(finished)],
+                            capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "gates, mean g(k)" in result.stdout
+    for noise in ("cudart_stub", "absl::InitializeLog", "cuInit", "oneDNN"):
+        assert noise not in result.stderr, result.stderr

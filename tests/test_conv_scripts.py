@@ -5,29 +5,19 @@ of a finished GResNet), then block removal on it (``reproduce_gr_pruning.py
 second call."""
 
 import csv
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from helpers import run_script
+
 pytestmark = pytest.mark.integration  # trains, reads real Fashion-MNIST, starts processes
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _script(*args):
-    result = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True,
-                            timeout=1200, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return result.stdout
 
 
 def test_conv_table_gates_and_pruning_of_a_tiny_run(tmp_path):
     out = tmp_path / "conv"
-    _script("scripts/reproduce_gr_conv.py", "--runs", "gresnet-seed0", "--epochs", "2",
-            "--max-train-examples", "256", "--max-test-examples", "500", "--out", str(out))
+    run_script("scripts/reproduce/reproduce_gr_conv.py", "--runs", "gresnet-seed0", "--epochs",
+               "2", "--max-train-examples", "256", "--max-test-examples", "500", "--out",
+               str(out), timeout=1200, check=True)
     table = (out / "table.md").read_text()
     row = next(line for line in table.splitlines() if line.startswith("| GResNet n=5 (gated)"))
     cells = [c.strip() for c in row.strip("|").split("|")]
@@ -44,10 +34,10 @@ def test_conv_table_gates_and_pruning_of_a_tiny_run(tmp_path):
     assert (out / "gates-gresnet-seed0.png").stat().st_size > 1000
     assert not (out / "gates-gresnet-seeds.png").exists()  # one seed: no plot over seeds
 
-    args = ("scripts/reproduce_gr_pruning.py", "--results", str(out), "--runs",
+    args = ("scripts/reproduce/reproduce_gr_pruning.py", "--results", str(out), "--runs",
             "gresnet=runs/gresnet-seed0,resnet=runs/resnet-seed0", "--random-orders", "1",
             "--step", "13")
-    printed = _script(*args)
+    printed = run_script(*args, timeout=1200, check=True).stdout
     assert "resnet seed 0:" in printed and "has not finished" in printed
     with open(out / "pruning.csv", newline="") as f:
         points = list(csv.DictReader(f))
@@ -64,13 +54,14 @@ def test_conv_table_gates_and_pruning_of_a_tiny_run(tmp_path):
     assert "no interval (it takes two nets of each)" in summary
     assert "| ResNet random" not in summary
     before = (out / "pruning.csv").read_bytes()
-    printed = _script(*args)
+    printed = run_script(*args, timeout=1200, check=True).stdout
     assert "points" not in printed  # nothing recomputed
     assert (out / "pruning.csv").read_bytes() == before
 
     # A second seed: its column in the table, and g(k) per block over both seeds.
-    _script("scripts/reproduce_gr_conv.py", "--runs", "gresnet-seed1", "--epochs", "2",
-            "--max-train-examples", "256", "--max-test-examples", "500", "--out", str(out))
+    run_script("scripts/reproduce/reproduce_gr_conv.py", "--runs", "gresnet-seed1", "--epochs",
+               "2", "--max-train-examples", "256", "--max-test-examples", "500", "--out",
+               str(out), timeout=1200, check=True)
     row = next(line for line in (out / "table.md").read_text().splitlines()
                if line.startswith("| GResNet n=5 (gated)"))
     cells = [c.strip() for c in row.strip("|").split("|")]

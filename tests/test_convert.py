@@ -15,7 +15,7 @@ RNG = np.random.default_rng(0)
 SMALL = dict(include_top=False, pooling="avg", input_shape=(64, 64, 3))
 
 
-def _randomize(model):
+def _nontrivial(model):
     """Non-trivial BN statistics and biases: an identity, a missed or
     misplaced weight cannot pass by accident."""
     for layer in model.layers:
@@ -45,7 +45,7 @@ def _weight_count(model, skip=()):
 
 @pytest.mark.integration
 def test_resnet50v2_becomes_a_gresnet_with_the_same_function():
-    source = _randomize(keras.applications.ResNet50V2(weights=None, **SMALL))
+    source = _nontrivial(keras.applications.ResNet50V2(weights=None, **SMALL))
     for gated in (True, False):
         model = convert.from_keras_applications(source, gated=gated)
         _assert_same_function(source, model)
@@ -84,7 +84,7 @@ def test_by_name_with_the_top_and_keras_arguments():
 
 @pytest.mark.integration
 def test_with_the_top_at_224():
-    source = _randomize(keras.applications.ResNet50V2(weights=None, classifier_activation=None))
+    source = _nontrivial(keras.applications.ResNet50V2(weights=None, classifier_activation=None))
     model = convert.from_keras_applications(source)
     assert model.input.shape == (None, 224, 224, 3) and model.output.shape == (None, 1000)
     _assert_same_function(source, model, batch=1)
@@ -116,7 +116,7 @@ def test_imagenet_weights_path(tmp_path, monkeypatch):
     legacy_h5 = pytest.importorskip("keras.src.legacy.saving.legacy_h5_format")
     file_utils = pytest.importorskip("keras.src.utils.file_utils")
     h5py = pytest.importorskip("h5py")
-    published = _randomize(keras.applications.ResNet50V2(weights=None, include_top=False))
+    published = _nontrivial(keras.applications.ResNet50V2(weights=None, include_top=False))
     path = tmp_path / "notop.h5"
     with h5py.File(path, "w") as f:
         legacy_h5.save_weights_to_hdf5_group(f, published)
@@ -149,7 +149,7 @@ def test_imagenet_weights_path(tmp_path, monkeypatch):
 def test_deeper_resnets_convert(application, units):
     source = getattr(keras.applications, application)(
         weights=None, include_top=False, input_shape=(32, 32, 3))
-    model = convert.from_keras_applications(_randomize(source))
+    model = convert.from_keras_applications(_nontrivial(source))
     assert len(gate_layers(model)) == units
     assert model.count_params() - source.count_params() == units
     assert _weight_count(model, skip=ResidualGate) == _weight_count(source)

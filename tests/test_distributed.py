@@ -25,7 +25,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from helpers import (  # noqa: E402
     DEADLINE, job, kill_a_worker_after_a_backup, read_csv, report, trainable,
 )
-from multiworker_check import GLOBAL_BATCH, RUN  # noqa: E402
+
+# The run, its worker command and its single-process reference, shared with
+# the bounds' seed calibration.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "checks"))
+from calibrate_per_replica import (  # noqa: E402
+    GLOBAL_BATCH, RUN, single_process, train_command,
+)
 
 # TensorFlow's MultiWorkerMirroredStrategy and tf.distribute's own collectives.
 pytestmark = pytest.mark.tensorflow_only
@@ -45,14 +51,6 @@ def check_workers(tmp, count, overrides=None):
         codes = workers.wait()
         assert codes == [0] * count, "\n".join(workers.output(i)[-3000:] for i in range(count))
     return folders, [tmp / "reports" / f"worker{i}" for i in range(count)]
-
-
-def single_process(out, **overrides):
-    """RUN (with ``overrides``) in this process, on one device, at the same
-    global batch."""
-    run = {**RUN, **overrides}
-    return training.train(run.pop("model"), out=out, strategy="default",
-                          batch_size=GLOBAL_BATCH, **run)
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +92,7 @@ def test_two_workers_match_one_process_at_the_same_global_batch(two_workers, one
     epoch's test-accuracy gap 2.0-5.6 points, the mean test-accuracy gap over
     the 6 epochs -1.6 to +1.2 points. Allowed, about 1.5x the widest seen:
     15% in loss, 8 points in any epoch, 2.5 in the mean
-    (``python scripts/calibrate_per_replica.py 0,1,2``). Workers that drift
+    (``python scripts/checks/calibrate_per_replica.py 0,1,2``). Workers that drift
     apart are the lock-step test's (above, exact). sync_batchnorm removes
     the difference (next test)."""
     _, (chief, _) = two_workers
@@ -191,23 +189,11 @@ def test_each_worker_reads_its_half_of_every_global_batch(two_workers):
     assert not np.array_equal(shards[0]["sums0"], shards[1]["sums0"])
 
 
-def _train_command(addresses, index, epochs=RUN["epochs"]):
-    workers = len(addresses.split(","))
-    return [sys.executable, "-m", "keras_gresnet.cli", "train", RUN["model"],
-            "--depth", str(RUN["model_kwargs"]["depth"]), "--dataset", RUN["dataset"],
-            "--epochs", str(epochs), "--seed", str(RUN["seed"]),
-            "--max-train-examples", str(RUN["max_train_examples"]),
-            "--max-test-examples", str(RUN["max_test_examples"]),
-            "--batch-size", str(GLOBAL_BATCH // workers), "--out", "run",
-            "--optimizer-name", RUN["optimizer_name"],
-            "--workers", addresses, "--worker-index", str(index)]
-
-
 @pytest.mark.integration
 def test_sigterm_stops_a_worker_once_the_cluster_is_up(tmp_path):
     """TensorFlow's preemption notifier replaces the SIGTERM handler with one
     that only logs; make_strategy reinstalls Python's, so `kill` works."""
-    command = _train_command(multiworker.local_workers(1), 0, epochs=50)
+    command = train_command(multiworker.local_workers(1), 0, epochs=50)
     history = tmp_path / "w0" / "run" / "history.csv"
     with job([command], [tmp_path / "w0"]) as worker:
         deadline = time.monotonic() + DEADLINE
@@ -228,7 +214,7 @@ def test_a_killed_worker_is_survived_by_resuming(tmp_path, two_workers):
     uninterrupted run, each epoch once in the history."""
     addresses = multiworker.local_workers(2)
     folders = [tmp_path / "w0", tmp_path / "w1"]
-    commands = [_train_command(addresses, i) for i in range(2)]
+    commands = [train_command(addresses, i) for i in range(2)]
     kill_a_worker_after_a_backup(commands, folders)
     backup = folders[0] / "run" / "backup"
     run = folders[0] / "run"

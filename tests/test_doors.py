@@ -13,9 +13,10 @@ import pytest
 import keras_gresnet
 from keras_gresnet import cli, export, finetune, zoo
 from keras_gresnet.layers import ZooModel
+from helpers import outputs
 from test_hub import _cached_repo, hf_cache  # noqa: F401 (a fixture)
 from test_resolver import (  # noqa: F401 (fixtures)
-    CLASSES, NAMES, SHAPE, STATISTICS, _expected, published, sources,
+    CLASSES, NAMES, SHAPE, STATISTICS, _expected, tiny_published, sources,
 )
 
 BACKEND = keras.backend.backend()
@@ -66,7 +67,7 @@ def artefacts(sources, tmp_path_factory):
 
 
 @pytest.fixture
-def source_of(sources, published, artefacts, hf_cache):  # noqa: F811
+def source_of(sources, tiny_published, artefacts, hf_cache):  # noqa: F811
     _cached_repo(hf_cache, "owner/tiny", sources.root / "preset")
 
     def source(kind):
@@ -79,15 +80,11 @@ def source_of(sources, published, artefacts, hf_cache):  # noqa: F811
     return source
 
 
-def _outputs(model, x):
-    return keras.ops.convert_to_numpy(model(x, training=False))
-
-
 def _answer_of_a_model(model, sources):
     """The model of a Python door gives the net's outputs on the net's
     pixels, and carries its card (class names, preprocessing)."""
     x = zoo.preprocess_input(sources.raw, model)
-    np.testing.assert_allclose(_outputs(model, x), _expected(sources), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(outputs(model, x), _expected(sources), rtol=1e-5, atol=1e-6)
     assert isinstance(model, ZooModel)
     assert model.card["class_names"] == NAMES and model.card["preprocessing"] == STATISTICS
 

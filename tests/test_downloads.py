@@ -27,24 +27,12 @@ import pytest
 
 from keras_gresnet import cli, weights
 
+from helpers import http_server, registry_entry
+
 NAME = "tiny_net"
 FILE = "tiny_net.weights.h5"
 TIMEOUT_ENV = "KERAS_GRESNET_DOWNLOAD_TIMEOUT"
-
-
-def _entry(name, path):
-    """A published registry entry for the bytes of ``path`` (the load path
-    only hashes them: any bytes do)."""
-    data = Path(path).read_bytes()
-    return dict(
-        name=name, builder="gresnet_mlp", builder_kwargs={"depth": 2}, dataset="fashion_mnist",
-        input_shape=[4, 4, 1], classes=10, class_names=[f"class{i}" for i in range(10)],
-        preprocessing={"method": "scale", "mean": [0.0], "std": [1.0]},
-        test_error_percent=12.5, command="keras-gresnet train gresnet_mlp --depth 2",
-        params=1234, file=Path(path).name, size=len(data),
-        sha256=hashlib.sha256(data).hexdigest(), keras_version="3.0.0",
-        date="2025-01-01", status="published",
-    )
+KERAS_VERSION = "3.0.0"  # the entries' (any: nothing here loads a model)
 
 
 def _parts(folder):
@@ -60,34 +48,24 @@ pytestmark = pytest.mark.usefixtures("network_guard")
 
 
 @pytest.fixture
-def registry(tmp_path, monkeypatch):
-    """A temporary registry, an (absent) shipped-weights folder, a temporary
-    $KERAS_HOME, a served folder ``registry.files`` and the default timeout."""
-    path = tmp_path / "zoo" / "weights.json"
-    path.parent.mkdir()
-    files = tmp_path / "release"
+def registry(registry, monkeypatch):
+    """conftest's temporary registry, with a served folder ``registry.files``
+    (``registry.publish`` puts a file there and its entry in the registry)
+    and the default timeout."""
+    files = registry.tmp / "release"
     files.mkdir()
-    monkeypatch.setattr(weights.registry, "REGISTRY_FILE", path)
-    monkeypatch.setattr(weights.download, "SHIPPED_DIR", path.parent / "weights")
-    monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras_home"))
-    monkeypatch.delenv(weights.URL_ENV, raising=False)
     monkeypatch.delenv(TIMEOUT_ENV, raising=False)
-
-    def write(entries):
-        path.write_text(json.dumps(entries))
 
     def publish(name=NAME, file=FILE, data=None):
         """Put a file in the served folder and its entry in the registry."""
         target = files / file
         target.write_bytes(os.urandom(100_000) if data is None else data)
-        entry = _entry(name, target)
-        others = [e for e in json.loads(path.read_text()) if e["name"] != name]
-        write(others + [entry])
+        entry = registry_entry(name, target, keras_version=KERAS_VERSION)
+        others = [e for e in json.loads(registry.path.read_text()) if e["name"] != name]
+        registry.write(others + [entry])
         return entry
 
-    write([])
-    return SimpleNamespace(path=path, write=write, publish=publish, files=files,
-                           cache=tmp_path / "keras_home" / "models", tmp=tmp_path)
+    return SimpleNamespace(**vars(registry), publish=publish, files=files)
 
 
 @pytest.fixture
@@ -104,19 +82,9 @@ def server(registry, monkeypatch):
         def log_message(self, *args):
             pass
 
-    httpd = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(Handler, directory=str(registry.files)))
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{httpd.server_port}/"
-    monkeypatch.setenv(weights.URL_ENV, url)
-    try:
+    with http_server(functools.partial(Handler, directory=str(registry.files))) as url:
+        monkeypatch.setenv(weights.URL_ENV, url)
         yield SimpleNamespace(url=url, requests=requests)
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(10)
 
 
 class _RawServer:
@@ -528,7 +496,8 @@ def test_a_read_only_cache_with_a_corrupt_copy_is_a_one_line_error(registry, mon
         data = os.urandom(1000)
         (base / FILE).write_bytes(data)
         path = base / "weights.json"
-        path.write_text(json.dumps([_entry(NAME, base / FILE)]))
+        entry = registry_entry(NAME, base / FILE, keras_version=KERAS_VERSION)
+        path.write_text(json.dumps([entry]))
         monkeypatch.setattr(weights.registry, "REGISTRY_FILE", path)
         monkeypatch.setattr(weights.download, "SHIPPED_DIR", None)
         monkeypatch.setenv("KERAS_HOME", str(base / "home"))

@@ -1,7 +1,7 @@
 """The command line's exit codes, end to end (a real ``keras-gresnet``
 process): 0 done, 2 bad input (one line, nothing written), 3 the loss
-diverged. Exit 4 (a worker lost) is ``test_distributed.py``'s
-``test_a_killed_worker_is_survived_by_resuming``."""
+diverged, 130 interrupted (Ctrl-C). Exit 4 (a worker lost) is
+``test_distributed.py``'s ``test_a_killed_worker_is_survived_by_resuming``."""
 
 import os
 import subprocess
@@ -47,3 +47,30 @@ def test_a_finished_run_exits_0(tmp_path):
                            cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert (tmp_path / "run" / "results.json").exists()
+
+
+@pytest.mark.integration
+def test_ctrl_c_is_one_line_saying_how_to_resume(tmp_path):
+    import signal
+    import time
+
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "keras_gresnet.cli", "train", "gresnet_mlp", "--depth",
+               "2", "--dataset", "fashion_mnist", "--max-train-examples", "2048",
+               "--max-test-examples", "200", "--epochs", "50", "--out", str(out)]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    # A terminal's Ctrl-C: SIGINT handled as a shell in the foreground leaves
+    # it (a test run started in the background would pass it on ignored).
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, preexec_fn=lambda: signal.signal(signal.SIGINT,
+                                                                      signal.SIG_DFL))
+    deadline = time.monotonic() + 300
+    while not list((out / "backup").glob("epoch-*.weights.h5")):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        "keras-gresnet train: interrupted (the same command resumes the run)")

@@ -159,7 +159,7 @@ def test_sigterm_during_an_export_leaves_no_temporary(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "keras_gresnet.cli", "export", str(tmp_path / "model.keras"),
          "--format", format, "--out", str(out)],
-        cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=ROOT, env=_backend_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     import signal
     import time
 
@@ -239,7 +239,7 @@ def test_cli_existing_out_is_left_untouched(tmp_path, capsys):
     assert mine.read_bytes() == b"my file"
 
 
-def _env():
+def _backend_env():
     return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND=BACKEND)
 
 
@@ -252,7 +252,7 @@ def test_cli_exports_a_keras_file(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "keras_gresnet.cli", "export", str(tmp_path / "model.keras"),
          "--format", format, "--out", str(out), "--no-preprocessing"],
-        cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+        cwd=ROOT, env=_backend_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"as {format} (takes normalised pixels): {out}" in done.stdout
     # the exported runtime vs Keras: float32 sums in other orders, ~1e-6 relative per layer
@@ -283,7 +283,7 @@ def test_import_needs_no_tensorflow():
     code = ("import sys, keras_gresnet.export as e; e.check_format('onnx', backend='torch'); "
             "assert 'tensorflow' not in sys.modules, 'tensorflow imported'")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT,
-                          env=dict(_env(), KERAS_BACKEND="jax"), capture_output=True,
+                          env=dict(_backend_env(), KERAS_BACKEND="jax"), capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
 

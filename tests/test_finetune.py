@@ -112,7 +112,7 @@ def test_finetuned_beats_scratch_on_new_classes(task):
 # finetune() with no arguments against GR's recipe from scratch (same images,
 # same epochs and batches), a Fashion-MNIST-pretrained depth-2 net on 100 MNIST
 # digits per class, test error on the 10k MNIST test images
-# (default_and_scratch_errors; the same cell of scripts/finetune_example.py,
+# (default_and_scratch_errors; the same cell of scripts/finetune/finetune_example.py,
 # zoo/results/finetune/table.md). Measured, seeds 0, 1, 2: fine-tuned 10.3,
 # 10.6, 9.3% against scratch 12.6, 13.1, 11.8%, i.e. -2.3, -2.5, -2.5 points.
 # The old defaults (Keras' guide: head 10 epochs at 1e-3, then 10 at 1e-5,

@@ -4,16 +4,16 @@ settings on a validation split that holds no shot and no test image, and
 and the same weights, bit for bit."""
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from helpers import run_script
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "scripts" / "finetune"))
 
 from finetune_example import CLASSES, Data  # noqa: E402
 from finetune_select import validation_split  # noqa: E402
@@ -43,17 +43,11 @@ def test_validation_images_are_training_images_that_are_not_shots(shots, seed):
                               val_x)
 
 
-def _script(*args):
-    proc = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=900, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
-    return proc
-
-
 @pytest.mark.integration  # real MNIST-family data, published weights, trains
 def test_select_writes_the_choice_and_rebuild_retrains_the_same_net(tmp_path):
-    proc = _script("scripts/finetune_select.py", "--depths", "2", "--shots", "10", "--seeds",
-                   "100", "--val", "20", "--grid", "full_lr=0.02,0.005", "--out",
-                   str(tmp_path / "select"))
+    proc = run_script("scripts/finetune/finetune_select.py", "--depths", "2", "--shots", "10",
+                      "--seeds", "100", "--val", "20", "--grid", "full_lr=0.02,0.005", "--out",
+                      str(tmp_path / "select"), timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     table = (tmp_path / "select" / "table-full_lr.md").read_text()
     rows = [line for line in table.splitlines() if line.startswith("| `{")]
@@ -64,13 +58,13 @@ def test_select_writes_the_choice_and_rebuild_retrains_the_same_net(tmp_path):
     assert all(0 <= e <= 1 for e in results.values())
 
     out = tmp_path / "table"
-    cell = ["scripts/finetune_example.py", "--depths", "2", "--shots", "10", "--seeds", "0",
-            "--methods", "new", "--directions", "fashion_mnist_to_mnist", "--out", str(out)]
-    assert _script(*cell).returncode == 0
+    cell = ["scripts/finetune/finetune_example.py", "--depths", "2", "--shots", "10", "--seeds",
+            "0", "--methods", "new", "--directions", "fashion_mnist_to_mnist", "--out", str(out)]
+    assert run_script(*cell, timeout=900).returncode == 0
     recorded = json.loads((out / "results.json").read_text())
     (entry,) = recorded.values()
     assert len(entry["weights_sha256"]) == 64 and 0 < entry["error"] < 1
-    proc = _script(*cell, "--rebuild", "--save-nets", str(tmp_path / "nets"))
+    proc = run_script(*cell, "--rebuild", "--save-nets", str(tmp_path / "nets"), timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "1 of 1 nets rebuilt exactly" in proc.stdout
     assert json.loads((out / "results.json").read_text()) == recorded  # unchanged
@@ -79,5 +73,5 @@ def test_select_writes_the_choice_and_rebuild_retrains_the_same_net(tmp_path):
     # a recorded net that is not what the code trains is told apart (exit 1)
     (key,) = recorded
     (out / "results.json").write_text(json.dumps({key: dict(entry, error=entry["error"] + 1e-4)}))
-    proc = _script(*cell, "--rebuild")
+    proc = run_script(*cell, "--rebuild", timeout=900)
     assert proc.returncode == 1 and "DIFFERS" in proc.stdout

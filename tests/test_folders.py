@@ -18,12 +18,9 @@ import keras_gresnet
 from keras_gresnet import cli, data, finetune, predictions, zoo
 from keras_gresnet.layers import PixelNormalization
 
+from helpers import tree
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def tree(folder):
-    return {str(p.relative_to(folder)): p.read_bytes()
-            for p in sorted(Path(folder).rglob("*")) if p.is_file()}
 
 
 def picture(path, size=(8, 6), value=100, mode="RGB"):

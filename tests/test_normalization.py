@@ -20,7 +20,7 @@ import keras
 from keras_gresnet.layers import BatchNormalization
 
 
-def _net(bn_class, input_shape, axis, momentum=0.9, seed=0):
+def _bn_net(bn_class, input_shape, axis, momentum=0.9, seed=0):
     keras.utils.set_random_seed(seed)
     inputs = keras.Input(input_shape)
     x = inputs
@@ -35,9 +35,9 @@ def _net(bn_class, input_shape, axis, momentum=0.9, seed=0):
     return keras.Model(inputs, outputs)
 
 
-def _pair(input_shape, axis):
-    ours = _net(BatchNormalization, input_shape, axis)
-    theirs = _net(keras.layers.BatchNormalization, input_shape, axis)
+def _bn_pair(input_shape, axis):
+    ours = _bn_net(BatchNormalization, input_shape, axis)
+    theirs = _bn_net(keras.layers.BatchNormalization, input_shape, axis)
     theirs.set_weights(ours.get_weights())
     # non-trivial gamma, beta and moving statistics
     rng = np.random.default_rng(1)
@@ -54,7 +54,7 @@ CASES = [((6, 6, 2), -1), ((2, 6, 6), 1), ((5,), -1)]
 
 @pytest.mark.parametrize("input_shape,axis", CASES)
 def test_outputs_match_keras_in_training_and_inference(input_shape, axis):
-    ours, theirs, rng = _pair(input_shape, axis)
+    ours, theirs, rng = _bn_pair(input_shape, axis)
     x = rng.normal(size=(8, *input_shape)).astype("float32") * 3 + 1
     for training in (False, True):
         a = keras.ops.convert_to_numpy(ours(x, training=training))
@@ -73,7 +73,7 @@ def test_training_steps_match_keras_weights_gradients_and_moving_statistics(inpu
     """Three SGD steps: every weight (the conv / dense kernel before the
     BatchNorm gets the gradient through its input, gamma and beta their own)
     and both moving statistics end where Keras' layer puts them."""
-    ours, theirs, rng = _pair(input_shape, axis)
+    ours, theirs, rng = _bn_pair(input_shape, axis)
     x = rng.normal(size=(24, *input_shape)).astype("float32") * 2 - 0.5
     y = rng.integers(0, 3, size=24)
     before = [w.copy() for w in ours.get_weights()]
@@ -105,7 +105,7 @@ def test_mixed_bfloat16_keeps_float32_statistics_and_matches_keras():
     previous = keras.config.dtype_policy()
     keras.config.set_dtype_policy("mixed_bfloat16")
     try:
-        ours, theirs, rng = _pair((6, 6, 2), -1)
+        ours, theirs, rng = _bn_pair((6, 6, 2), -1)
         x = rng.normal(size=(8, 6, 6, 2)).astype("float32")
         a = ours(x, training=True)
         b = theirs(x, training=True)
@@ -127,13 +127,13 @@ def test_mixed_bfloat16_keeps_float32_statistics_and_matches_keras():
 
 
 def test_same_config_and_weights_as_keras_and_saved_forms_load(tmp_path):
-    ours, theirs, rng = _pair((6, 6, 2), -1)
+    ours, theirs, rng = _bn_pair((6, 6, 2), -1)
     a, b = ours.get_layer("bn"), theirs.get_layer("bn")
     assert a.get_config() == b.get_config()
     assert [v.path for v in a.weights] == [v.path for v in b.weights]
     # weights saved from Keras' layer load into ours and vice versa
     theirs.save_weights(tmp_path / "keras.weights.h5")
-    fresh = _net(BatchNormalization, (6, 6, 2), -1, seed=5)
+    fresh = _bn_net(BatchNormalization, (6, 6, 2), -1, seed=5)
     fresh.load_weights(tmp_path / "keras.weights.h5")
     for wa, wb in zip(fresh.get_weights(), theirs.get_weights()):
         np.testing.assert_array_equal(wa, wb)

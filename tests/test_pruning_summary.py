@@ -1,4 +1,4 @@
-"""GR Figure 5 over several trained nets (``scripts/reproduce_gr_pruning.py``):
+"""GR Figure 5 over several trained nets (``scripts/reproduce/reproduce_gr_pruning.py``):
 the summary averages each net's random orders, then the nets, shows each
 net's value, and gives the GResNet-ResNet gap an interval only from two nets
 a side."""
@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "scripts" / "reproduce"))
 
 import reproduce_gr_pruning as pruning  # noqa: E402
 
 
-def _rows(kind, order, train_seed, accuracies, seed=0):
+def _pruning_rows(kind, order, train_seed, accuracies, seed=0):
     return [dict(model=kind, train_seed=str(train_seed), order=order, seed=str(seed),
                  removed=str(c), accuracy=str(a)) for c, a in enumerate(accuracies)]
 
@@ -32,13 +32,13 @@ def _gap(lines, what):
 
 
 def test_each_net_averages_its_orders_then_the_table_its_nets():
-    rows = (_rows("gresnet", "random", 0, [0.9, 0.6, 0.2], seed=0)
-            + _rows("gresnet", "random", 0, [0.9, 0.8, 0.2], seed=1)
-            + _rows("gresnet", "random", 1, [0.8, 0.5, 0.1])
-            + _rows("gresnet", "greedy", 0, [0.9, 0.9, 0.2])
-            + _rows("gresnet", "greedy", 1, [0.8, 0.8, 0.1])
-            + _rows("resnet", "random", 0, [0.9, 0.4, 0.1])
-            + _rows("resnet", "random", 1, [0.8, 0.3, 0.3]))
+    rows = (_pruning_rows("gresnet", "random", 0, [0.9, 0.6, 0.2], seed=0)
+            + _pruning_rows("gresnet", "random", 0, [0.9, 0.8, 0.2], seed=1)
+            + _pruning_rows("gresnet", "random", 1, [0.8, 0.5, 0.1])
+            + _pruning_rows("gresnet", "greedy", 0, [0.9, 0.9, 0.2])
+            + _pruning_rows("gresnet", "greedy", 1, [0.8, 0.8, 0.1])
+            + _pruning_rows("resnet", "random", 0, [0.9, 0.4, 0.1])
+            + _pruning_rows("resnet", "random", 1, [0.8, 0.3, 0.3]))
     curves = pruning.net_curves(rows)
     assert curves["gresnet", "random"][0][1] == pytest.approx(0.7)  # mean of its 2 orders
     lines = pruning.table_lines(curves, [0, 1])
@@ -59,9 +59,9 @@ def test_each_net_averages_its_orders_then_the_table_its_nets():
     gap, low, high = _gap(lines, "GResNet random - ResNet random with every block removed")
     assert gap == pytest.approx(-5.0) and low < -5 < high
     # no spread on either side (every net at chance, say): an exact difference
-    flat = pruning.net_curves(_rows("gresnet", "random", 0, [0.9, 0.1]) + _rows(
-        "gresnet", "random", 1, [0.8, 0.1]) + _rows("resnet", "random", 0, [0.9, 0.1])
-        + _rows("resnet", "random", 1, [0.7, 0.1]))
+    flat = pruning.net_curves(_pruning_rows("gresnet", "random", 0, [0.9, 0.1]) + _pruning_rows(
+        "gresnet", "random", 1, [0.8, 0.1]) + _pruning_rows("resnet", "random", 0, [0.9, 0.1])
+        + _pruning_rows("resnet", "random", 1, [0.7, 0.1]))
     assert _gap(pruning.table_lines(flat, [0, 1]), "GResNet random - ResNet random with "
                 "every block removed").endswith(": +0.00 points, every net of a side at "
                                                 "the same accuracy (no interval needed).")
@@ -96,8 +96,8 @@ def test_greedy_against_random_is_also_paired_on_the_same_nets():
     # differences +20, +30, +5, mean +18.33, sd 12.58; t(0.975, 2) = 4.303
     rows = []
     for seed, (g, r) in enumerate(((0.9, 0.7), (0.8, 0.5), (0.7, 0.65))):
-        rows += _rows("gresnet", "greedy", seed, [0.95, g, 0.1])
-        rows += _rows("gresnet", "random", seed, [0.95, r, 0.1])
+        rows += _pruning_rows("gresnet", "greedy", seed, [0.95, g, 0.1])
+        rows += _pruning_rows("gresnet", "random", seed, [0.95, r, 0.1])
     lines = pruning.table_lines(pruning.net_curves(rows), [0, 1, 2])
     gap, low, high = _gap(lines, "GResNet greedy - GResNet random at half the blocks "
                           "removed, paired on each net")

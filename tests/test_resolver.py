@@ -78,18 +78,12 @@ def sources(tmp_path_factory):
 
 
 @pytest.fixture
-def published(sources, tmp_path, monkeypatch):
-    """A registry holding the tiny net as ``tiny_folder`` (and an untrained
-    ``tiny_untrained``), its file shipped beside it."""
-    path = tmp_path / "zoo" / "published_weights.json"
-    shipped = tmp_path / "zoo" / "weights"
-    shipped.mkdir(parents=True)
-    monkeypatch.setattr(weights.registry, "REGISTRY_FILE", path)
-    monkeypatch.setattr(weights.download, "SHIPPED_DIR", shipped)
-    monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras_home"))
-    monkeypatch.delenv(weights.URL_ENV, raising=False)
+def tiny_published(sources, registry):
+    """A registry (conftest's) holding the tiny net as ``tiny_folder`` (and
+    an untrained ``tiny_untrained``), its file shipped beside it."""
+    registry.shipped.mkdir()
     body = (sources.root / "published.keras").read_bytes()
-    (shipped / "tiny_folder.keras").write_bytes(body)
+    (registry.shipped / "tiny_folder.keras").write_bytes(body)
     entry = dict(
         name="tiny_folder", builder="gresnet_cifar", builder_kwargs={"n": 1}, dataset="folder",
         input_shape=list(SHAPE), classes=CLASSES, class_names=NAMES, preprocessing=STATISTICS,
@@ -100,7 +94,7 @@ def published(sources, tmp_path, monkeypatch):
     untrained = {k: v for k, v in entry.items() if k not in weights.FILE_FIELDS}
     untrained.update(name="tiny_untrained", builder_kwargs={"n": 2}, dataset="cifar10",
                      status=weights.NOT_TRAINED)
-    path.write_text(json.dumps([entry, untrained]))
+    registry.write([entry, untrained])
     return entry
 
 
@@ -117,7 +111,7 @@ def _expected(sources):
     return keras.ops.convert_to_numpy(sources.net(x, training=False))
 
 
-def test_source_kind_tells_every_kind_apart(sources, published, tmp_path):
+def test_source_kind_tells_every_kind_apart(sources, tiny_published, tmp_path):
     kind = weights.arguments.source_kind
     assert kind("tiny_folder") == "published"
     assert kind("hf://owner/name") == "hub"
@@ -139,29 +133,29 @@ def test_source_kind_tells_every_kind_apart(sources, published, tmp_path):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_every_kind_resolves_to_the_same_net_and_card(kind, sources, published):
+def test_every_kind_resolves_to_the_same_net_and_card(kind, sources, tiny_published):
     resolved = zoo.resolve(_source(kind, sources))
     assert resolved.kind == kind
     assert resolved.class_names == NAMES and resolved.preprocessing == STATISTICS
     # a zoo model wherever its builder is known: a plain file is rebuilt by it
     assert resolved.model.builder == "gresnet_cifar" and resolved.model.card == resolved.card
     out = keras.ops.convert_to_numpy(
-        resolved.model(resolved.preprocess(sources.raw), training=False))
+        resolved.model(zoo.preprocess_input(sources.raw, resolved), training=False))
     np.testing.assert_allclose(out, _expected(sources), rtol=1e-5, atol=1e-6)  # float32 only
     raw_model = zoo.raw_pixels_model(resolved)
     np.testing.assert_allclose(keras.ops.convert_to_numpy(raw_model(sources.raw)), out,
                                rtol=1e-5, atol=1e-6)  # the same arithmetic, in the graph
 
 
-def test_a_published_file_given_by_path_has_its_entry_card(sources, published):
+def test_a_published_file_given_by_path_has_its_entry_card(sources, tiny_published):
     path = Path(weights.download.SHIPPED_DIR) / "tiny_folder.keras"
     resolved = zoo.resolve(str(path))
     assert resolved.card["source"] == "tiny_folder" and resolved.card["license"] == "test licence"
-    assert resolved.card["weights_sha256"] == published["sha256"]
+    assert resolved.card["weights_sha256"] == tiny_published["sha256"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_every_python_door_takes_every_kind(kind, sources, published):
+def test_every_python_door_takes_every_kind(kind, sources, tiny_published):
     source = _source(kind, sources)
     expected = _expected(sources)
     x = zoo.preprocess_input(sources.raw, source)
@@ -177,18 +171,18 @@ def test_every_python_door_takes_every_kind(kind, sources, published):
     assert copy.get_layer("predictions").units == 2
 
 
-def _run(argv, capsys):
+def _cli(argv, capsys):
     code = cli.main(argv)
     out = capsys.readouterr()
     return code, out.out, out.err
 
 
 @pytest.mark.parametrize("kind", [k for k in KINDS if k != "model"])
-def test_every_command_takes_every_kind(kind, sources, published, capsys, tmp_path):
+def test_every_command_takes_every_kind(kind, sources, tiny_published, capsys, tmp_path):
     source = _source(kind, sources)
     folder = str(sources.root / "pictures")
     # evaluate: the folder's test pictures, raw, through the recorded normalisation
-    code, out, err = _run(["evaluate", source, "--dataset", "folder", "--data-dir", folder],
+    code, out, err = _cli(["evaluate", source, "--dataset", "folder", "--data-dir", folder],
                           capsys)
     assert code == 0, err
     result = json.loads(out)
@@ -196,15 +190,15 @@ def test_every_command_takes_every_kind(kind, sources, published, capsys, tmp_pa
     expected = _expected(sources)
     assert result["examples"] == 12
     assert result["test_accuracy"] == pytest.approx(np.mean(expected.argmax(1) == labels))
-    code, out, err = _run(["gates", source], capsys)
+    code, out, err = _cli(["gates", source], capsys)
     assert code == 0 and "3 gates" in out, err
     pictures = sorted(str(p) for p in (sources.root / "pictures" / "test").rglob("*.png"))
-    code, out, err = _run(["predict", source, *pictures[:2], "--top", "1"], capsys)
+    code, out, err = _cli(["predict", source, *pictures[:2], "--top", "1"], capsys)
     assert code == 0, err
     for line, row in zip(out.splitlines(), expected[:2]):
         assert line.split(": ")[1].startswith(NAMES[int(row.argmax())] + " ")
     out_file = tmp_path / "pruned.keras"
-    code, out, err = _run(["prune", source, "--count", "1", "--out", str(out_file),
+    code, out, err = _cli(["prune", source, "--count", "1", "--out", str(out_file),
                            "--dataset", "folder", "--data-dir", folder], capsys)
     assert code == 0, err
     assert "removed 1 blocks: conv2_block1" in out and "test accuracy after" in out
@@ -212,30 +206,30 @@ def test_every_command_takes_every_kind(kind, sources, published, capsys, tmp_pa
 
 
 def test_the_folder_trained_runs_own_test_set_is_the_default(sources, capsys):
-    code, out, err = _run(["evaluate", str(sources.root / "run")], capsys)
+    code, out, err = _cli(["evaluate", str(sources.root / "run")], capsys)
     assert code == 0, err
     assert json.loads(out)["dataset"] == "folder" and json.loads(out)["examples"] == 12
 
 
 def test_evaluate_on_the_first_test_pictures_only(sources, capsys):
-    code, out, err = _run(["evaluate", str(sources.root / "run"), "--max-examples", "5"], capsys)
+    code, out, err = _cli(["evaluate", str(sources.root / "run"), "--max-examples", "5"], capsys)
     assert code == 0, err
     assert json.loads(out)["examples"] == 5
-    code, out, err = _run(["evaluate", str(sources.root / "run"), "--max-examples", "0"], capsys)
+    code, out, err = _cli(["evaluate", str(sources.root / "run"), "--max-examples", "0"], capsys)
     assert code == 2 and not out and err.strip() == (
         "keras-gresnet evaluate: error: --max-examples 0: evaluate at least 1 test picture (an "
         "integer >= 1)")
 
 
 def test_a_recorded_preprocessing_is_not_overridden(sources, capsys):
-    code, _, err = _run(["evaluate", str(sources.root / "net.keras"), "--dataset", "folder",
+    code, _, err = _cli(["evaluate", str(sources.root / "net.keras"), "--dataset", "folder",
                          "--data-dir", str(sources.root / "pictures"), "--preprocessing",
                          "scale"], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "records its own, 'meanstd'" in err
 
 
-def test_not_yet_trained_says_so_at_every_door(published):
+def test_not_yet_trained_says_so_at_every_door(tiny_published):
     for call in (lambda: zoo.resolve("tiny_untrained"),
                  lambda: zoo.from_preset("tiny_untrained"),
                  lambda: zoo.gresnet_cifar(n=2, weights="cifar10"),
@@ -245,7 +239,7 @@ def test_not_yet_trained_says_so_at_every_door(published):
             call()
 
 
-def test_an_unknown_name_offers_the_close_ones(published):
+def test_an_unknown_name_offers_the_close_ones(tiny_published):
     with pytest.raises(ValueError, match="did you mean 'tiny_folder'"):
         zoo.resolve("tiny_foldr")
     with pytest.raises(ValueError, match="'gresnet_cifar' is a builder: "
@@ -253,7 +247,7 @@ def test_an_unknown_name_offers_the_close_ones(published):
         zoo.resolve("gresnet_cifar")
 
 
-def test_a_new_input_shape_follows_one_rule(sources, published):
+def test_a_new_input_shape_follows_one_rule(sources, tiny_published):
     # Keras Applications': another size without the head, in builders and from_preset alike
     for build in (lambda **kw: zoo.gresnet_cifar(n=1, weights="tiny_folder", **kw),
                   lambda **kw: zoo.from_preset("tiny_folder", **kw)):

@@ -1,6 +1,6 @@
 """The MNIST write-up says what its run folders hold: the README's and
 docs/analysis.md's tables and gap intervals are what
-``scripts/reproduce_gr_mnist.py --no-train`` computes from the committed run
+``scripts/reproduce/reproduce_gr_mnist.py --no-train`` computes from the committed run
 folders today; and the command the model cards give for a published net
 (``keras-gresnet train ...``) trains the same run as the reproduction script
 that recorded it."""
@@ -37,7 +37,7 @@ def test_readme_and_analysis_tables_are_what_the_run_folders_give(tmp_path):
     out = tmp_path / "mnist"
     shutil.copytree(MNIST / "runs", out / "runs",
                     ignore=shutil.ignore_patterns("model.keras", "backup", "*.png"))
-    proc = subprocess.run([sys.executable, "scripts/reproduce_gr_mnist.py", "--no-train",
+    proc = subprocess.run([sys.executable, "scripts/reproduce/reproduce_gr_mnist.py", "--no-train",
                            "--out", str(out)], cwd=ROOT, env=ENV, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -53,11 +53,11 @@ def test_readme_and_analysis_tables_are_what_the_run_folders_give(tmp_path):
 @pytest.mark.integration
 def test_the_cards_command_trains_the_run_the_script_recorded(tmp_path):
     """The registry's command for a published MNIST net is ``keras-gresnet
-    train ...``; its config.json records ``scripts/reproduce_gr_mnist.py``.
+    train ...``; its config.json records ``scripts/reproduce/reproduce_gr_mnist.py``.
     Both call ``training.train`` with one config: the same run to the bit
     (tiny here: depth 2, one epoch on 256 Fashion-MNIST images)."""
     script = subprocess.run(
-        [sys.executable, "scripts/reproduce_gr_mnist.py", "--dataset", "fashion_mnist",
+        [sys.executable, "scripts/reproduce/reproduce_gr_mnist.py", "--dataset", "fashion_mnist",
          "--depths", "2", "--kinds", "gresnet", "--epochs", "1", "--seeds", "1",
          "--gated-plain-depths", "", "--seed-depths", "", "--max-train-examples", "256",
          "--out", str(tmp_path / "script")],
@@ -91,7 +91,7 @@ def test_the_cards_command_trains_the_run_the_script_recorded(tmp_path):
 def test_runs_trains_only_the_named_runs_of_the_plan(monkeypatch, tmp_path, capsys):
     # ``--runs`` splits the plan between processes: each trains its runs only,
     # in the plan's order; a name outside the plan is refused before any run.
-    sys.path.insert(0, str(ROOT / "scripts"))
+    sys.path.insert(0, str(ROOT / "scripts" / "reproduce"))
     import reproduce_gr_mnist as script
 
     trained = []

@@ -1,7 +1,8 @@
 """``run.lock`` (:class:`keras_gresnet.runlock.RunLock`) under races and
 planted files: exactly one taker of a stale lock among racers, no symbolic
 link ever followed, a live holder refusing a second taker, a SIGKILLed one's
-lock taken over, and files this program did not write left byte-identical."""
+lock taken over, and files this program did not write left byte-identical;
+two ``train`` processes on one folder: the second is refused in one line."""
 
 import json
 import os
@@ -13,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from keras_gresnet import runlock
+from helpers import TINY, tree
+from keras_gresnet import runlock, training
 from keras_gresnet.runlock import LOCK, RunLock
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,9 +74,9 @@ def test_racers_over_a_stale_lock_have_exactly_one_taker_each_trial():
     """200 trials of 6 processes released together by a barrier over a
     stale lock (a dead pid's record on this host), each winner holding the
     lock until all have tried: exactly one taker every time, and the lock
-    gone once released (``scripts/lock_race.py``; about a second). The old
+    gone once released (``scripts/checks/lock_race.py``; about a second). The old
     read-then-rename takeover had two takers in about 2% of trials."""
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "lock_race.py"),
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "checks" / "lock_race.py"),
                            "--trials", "200", "--racers", "6"],
                           capture_output=True, text=True, timeout=300)
     lines = done.stdout.strip().splitlines()
@@ -302,3 +304,96 @@ def test_the_fallback_without_fcntl(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="is a symbolic link"):
         lock.take()
     assert victim.read_bytes() == b"precious data\n"
+
+
+# ------------------------------------------------------ one trainer a folder
+
+
+def test_a_run_lock_refuses_a_live_holder_and_takes_over_a_dead_ones(tmp_path):
+    """``run.lock``: a second taker is refused while the holder lives (one
+    line naming its pid), a lock whose process is gone is taken over, one
+    from another host is never taken, and release removes only our own."""
+    import socket
+
+    from keras_gresnet.runlock import RunLock
+
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    try:
+        host = socket.gethostname()
+        lock = RunLock(tmp_path)
+        for pid, who in ((live.pid, host), (dead.pid, host), (dead.pid, "elsewhere")):
+            (tmp_path / "run.lock").write_text(json.dumps(
+                dict(pid=pid, host=who, start=None, since="then")))
+            if pid == dead.pid and who == host:  # stale: taken over
+                lock.check()
+                lock.take()
+                assert json.loads((tmp_path / "run.lock").read_text())["pid"] == os.getpid()
+                lock.release()
+                assert not (tmp_path / "run.lock").exists()
+                continue
+            with pytest.raises(ValueError, match=f"is held by process {pid}") as refused:
+                lock.take()
+            assert "\n" not in str(refused.value) and ("elsewhere" in str(refused.value)) == (
+                who == "elsewhere")
+            with pytest.raises(ValueError, match=f"is held by process {pid}"):
+                lock.check()
+        # a lock file this program did not write is not taken over either
+        (tmp_path / "run.lock").write_bytes(b"\0" * 10)
+        with pytest.raises(ValueError, match="not a lock this program wrote"):
+            lock.take()
+        assert (tmp_path / "run.lock").read_bytes() == b"\0" * 10
+        # a pid reused by a new process (another start time) is a stale lock
+        (tmp_path / "run.lock").write_text(json.dumps(
+            dict(pid=live.pid, host=socket.gethostname(), start=1, since="then")))
+        lock.take()
+        lock.release()
+        assert not (tmp_path / "run.lock").exists()
+    finally:
+        live.kill()
+        live.wait()
+
+
+@pytest.mark.integration
+def test_two_trainers_on_one_folder_the_second_is_refused(tmp_path):
+    """Two ``train`` processes on one ``--out``, the second started once the
+    first holds the folder (paused there with SIGSTOP, so that it is still
+    training whatever the machine's speed): the first finishes with its own
+    results; the second (and an ``--overwrite``) is refused in one line,
+    exit 2, without touching the folder, and before Keras is imported (it
+    cannot import Keras or TensorFlow here)."""
+    import signal
+    import time
+
+    out = tmp_path / "run"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    command = [sys.executable, "-m", "keras_gresnet.cli", "train", "gresnet_mlp", "--depth", "2",
+               *TINY[:-2], "--epochs", "4", "--out", str(out)]
+    first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    deadline = time.monotonic() + 300
+    while not (out / "run.lock").exists():
+        assert first.poll() is None, first.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    first.send_signal(signal.SIGSTOP)
+    held = tree(out)
+    without_keras = [sys.executable, "-c", "import sys; sys.modules['keras'] = None; "
+                     "sys.modules['tensorflow'] = None; from keras_gresnet.cli import main; "
+                     "sys.exit(main(sys.argv[1:]))", *command[3:]]
+    for extra in ([], ["--overwrite"]):
+        second = subprocess.run(without_keras + extra, env=env, capture_output=True, text=True,
+                                timeout=300)
+        assert first.poll() is None, "the first run ended before the second was refused"
+        assert second.returncode == 2, second.stderr[-2000:]
+        lines = second.stderr.strip().splitlines()
+        assert len(lines) == 1 and f"is held by process {first.pid}" in lines[0], lines
+        assert tree(out) == held
+    first.send_signal(signal.SIGCONT)
+    stdout, stderr = first.communicate(timeout=600)
+    assert first.returncode == 0, stderr[-2000:]
+    assert not (out / "run.lock").exists()
+    results = json.loads((out / "results.json").read_text())
+    assert training.read_history(out)["epoch"] == [1, 2, 3, 4]
+    assert f"{results['test_error_percent']:.2f}%" in stdout

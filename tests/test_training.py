@@ -227,7 +227,7 @@ def _cli(*args):
     return [sys.executable, "-m", "keras_gresnet.cli", *args]
 
 
-def _env():
+def _quiet_env():
     return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1")
 
 
@@ -237,7 +237,7 @@ def test_resume_after_sigkill_continues_the_history(tmp_path):
     command = _cli("train", "gresnet_mlp", "--depth", "2", "--dataset", "fashion_mnist",
                    "--epochs", "6", "--max-train-examples", "12000",
                    "--max-test-examples", "500", "--seed", "1", "--out", str(out))
-    first = subprocess.Popen(command, cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
+    first = subprocess.Popen(command, cwd=ROOT, env=_quiet_env(), stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 240
@@ -256,7 +256,7 @@ def test_resume_after_sigkill_continues_the_history(tmp_path):
     assert 1 <= len(killed_at) < 6
     assert not (out / "results.json").exists() and (out / "backup").exists()
 
-    second = subprocess.run(command, cwd=ROOT, env=_env(), capture_output=True, text=True,
+    second = subprocess.run(command, cwd=ROOT, env=_quiet_env(), capture_output=True, text=True,
                             timeout=300)
     assert second.returncode == 0, second.stdout + second.stderr
     assert "Epoch 1/6" not in second.stdout  # resumed, not restarted
@@ -301,7 +301,7 @@ def test_mirrored_strategy_matches_a_single_device(tmp_path):
     device's to 1e-5 while round-off stays small (two epochs here). The three runs share one process, which a fresh
     MirroredStrategy per run would break (tensorflow/tensorflow#62790)."""
     result = subprocess.run([sys.executable, str(ROOT / "tests" / "mirrored_check.py"),
-                             str(tmp_path)], cwd=ROOT, env=_env(), capture_output=True,
+                             str(tmp_path)], cwd=ROOT, env=_quiet_env(), capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(result.stdout.strip().splitlines()[-1])

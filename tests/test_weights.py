@@ -2,12 +2,10 @@
 HTTP server (nothing else is contacted), loading into builders, presets and
 the ``keras-gresnet weights`` command."""
 
-import hashlib
 import http.server
 import json
 import logging
 import socket
-import threading
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -18,6 +16,8 @@ import pytest
 import keras_gresnet as kg
 from keras_gresnet import analysis, cli, weights, zoo
 from keras_gresnet.layers import ZooModel
+
+from helpers import http_server, outputs, registry_entry
 
 MLP = dict(depth=2)
 MLP_SHAPE = (4, 4, 1)  # 16 inputs, flattened: a tiny GResNet MLP
@@ -35,10 +35,6 @@ def _randomized(model, seed):
         value = rng.uniform(0.5, 1.5, shape) if positive else rng.normal(0, 0.3, shape)
         w.assign(value.astype("float32"))
     return model
-
-
-def _outputs(model, x):
-    return keras.ops.convert_to_numpy(model(x, training=False))
 
 
 def _body(model, layer):
@@ -60,27 +56,12 @@ def published(tmp_path_factory):
     xc = rng.uniform(0, 1, (3, *CONV_SHAPE)).astype("float32")
     return SimpleNamespace(
         folder=folder, x=x, xc=xc,
-        mlp_out=_outputs(mlp, x),
-        mlp_body=_outputs(_body(mlp, "block1_gate"), x),
+        mlp_out=outputs(mlp, x),
+        mlp_body=outputs(_body(mlp, "block1_gate"), x),
         mlp_layers={l.name: l.get_weights() for l in mlp.layers if l.weights},
         mlp_params=mlp.count_params(),
-        conv_features=_outputs(_body(conv, "avg_pool"), xc),
+        conv_features=outputs(_body(conv, "avg_pool"), xc),
     )
-
-
-def _entry(name, path, **overrides):
-    data = Path(path).read_bytes()
-    entry = dict(
-        name=name, builder="gresnet_mlp", builder_kwargs=dict(MLP), dataset="fashion_mnist",
-        input_shape=list(MLP_SHAPE), classes=10, class_names=[f"class{i}" for i in range(10)],
-        preprocessing={"method": "scale", "mean": [0.0], "std": [1.0]},
-        test_error_percent=12.5, command="keras-gresnet train gresnet_mlp --depth 2",
-        params=1234, file=Path(path).name, size=len(data),
-        sha256=hashlib.sha256(data).hexdigest(), keras_version=keras.__version__,
-        date="2025-01-01", status="published",
-    )
-    entry.update(overrides)
-    return entry
 
 
 # Every test here: anything but the loopback is refused and fails the test.
@@ -88,7 +69,7 @@ pytestmark = pytest.mark.usefixtures("network_guard")
 
 
 @pytest.fixture
-def server():
+def bytes_server():
     """A loopback HTTP server: ``files[name] = (body, declared length)``;
     ``requests`` lists every path asked for."""
     files, requests = {}, []
@@ -108,41 +89,14 @@ def server():
         def log_message(self, *args):
             pass
 
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
-    thread.start()
-    try:
-        yield SimpleNamespace(url=f"http://127.0.0.1:{httpd.server_port}/release/",
-                              files=files, requests=requests)
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(10)
+    with http_server(Handler) as url:
+        yield SimpleNamespace(url=url + "release/", files=files, requests=requests)
 
 
-@pytest.fixture
-def registry(tmp_path, monkeypatch):
-    """A temporary registry file, an empty shipped-weights folder and a
-    temporary $KERAS_HOME; ``registry.write(entries)``."""
-    path = tmp_path / "zoo" / "weights.json"
-    path.parent.mkdir()
-    monkeypatch.setattr(weights.registry, "REGISTRY_FILE", path)
-    monkeypatch.setattr(weights.download, "SHIPPED_DIR", path.parent / "weights")
-    monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras_home"))
-    monkeypatch.delenv(weights.URL_ENV, raising=False)
-
-    def write(entries):
-        path.write_text(json.dumps(entries))
-
-    write([])
-    return SimpleNamespace(write=write, cache=tmp_path / "keras_home" / "models")
-
-
-def _serve(server, monkeypatch, path, body=None, length=None):
+def _serve(bytes_server, monkeypatch, path, body=None, length=None):
     body = Path(path).read_bytes() if body is None else body
-    server.files[Path(path).name] = (body, len(body) if length is None else length)
-    monkeypatch.setenv(weights.URL_ENV, server.url)
+    bytes_server.files[Path(path).name] = (body, len(body) if length is None else length)
+    monkeypatch.setenv(weights.URL_ENV, bytes_server.url)
 
 
 def _files(folder):
@@ -153,7 +107,7 @@ def _files(folder):
 
 
 def test_registry_lists_validates_and_refuses_untrained(registry, published):
-    good = _entry("gresnet_mlp2_tiny", published.folder / "gresnet_mlp2_tiny.weights.h5")
+    good = registry_entry("gresnet_mlp2_tiny", published.folder / "gresnet_mlp2_tiny.weights.h5")
     untrained = {k: v for k, v in good.items() if k not in weights.FILE_FIELDS}
     untrained.update(name="gresnet_mlp100_fashion_mnist", builder_kwargs={"depth": 100},
                      status=weights.NOT_TRAINED)
@@ -185,7 +139,7 @@ def test_registry_lists_validates_and_refuses_untrained(registry, published):
     (dict(status=weights.NOT_TRAINED), "'not yet trained' entry carries no file"),
 ])
 def test_registry_entry_errors_name_the_entry_and_field(registry, published, change, message):
-    entry = _entry("gresnet_mlp2_tiny", published.folder / "gresnet_mlp2_tiny.weights.h5")
+    entry = registry_entry("gresnet_mlp2_tiny", published.folder / "gresnet_mlp2_tiny.weights.h5")
     entry.update(change)
     registry.write([{k: v for k, v in entry.items() if v is not None}])
     with pytest.raises(ValueError, match=message):
@@ -195,56 +149,56 @@ def test_registry_entry_errors_name_the_entry_and_field(registry, published, cha
 # --------------------------------------------------------------- downloads
 
 
-def test_download_verifies_caches_and_loads(registry, published, server, monkeypatch,
+def test_download_verifies_caches_and_loads(registry, published, bytes_server, monkeypatch,
                                             network_guard):
     path = published.folder / "gresnet_mlp2_tiny.weights.h5"
-    registry.write([_entry("gresnet_mlp2_tiny", path)])
-    _serve(server, monkeypatch, path)
+    registry.write([registry_entry("gresnet_mlp2_tiny", path)])
+    _serve(bytes_server, monkeypatch, path)
     model = zoo.gresnet_mlp(depth=2, weights="gresnet_mlp2_tiny")  # shape: the entry's
     assert model.input_shape == (None, *MLP_SHAPE)
-    np.testing.assert_array_equal(_outputs(model, published.x), published.mlp_out)
-    assert server.requests == ["/release/gresnet_mlp2_tiny.weights.h5"]
+    np.testing.assert_array_equal(outputs(model, published.x), published.mlp_out)
+    assert bytes_server.requests == ["/release/gresnet_mlp2_tiny.weights.h5"]
     assert _files(registry.cache) == ["gresnet_mlp2_tiny.weights.h5"]  # no temporary left
     # Cached now: no second request.
     again = zoo.get_model("gresnet_mlp", depth=2, weights="gresnet_mlp2_tiny")
-    np.testing.assert_array_equal(_outputs(again, published.x), published.mlp_out)
-    assert len(server.requests) == 1 and network_guard  # the loopback was used
+    np.testing.assert_array_equal(outputs(again, published.x), published.mlp_out)
+    assert len(bytes_server.requests) == 1 and network_guard  # the loopback was used
     # A cached file that no longer verifies is removed and fetched again.
     (registry.cache / path.name).write_bytes(b"corrupted")
     assert weights.weights_path("gresnet_mlp2_tiny") == registry.cache / path.name
     assert weights.sha256_of(registry.cache / path.name) == weights.sha256_of(path)
-    assert len(server.requests) == 2
+    assert len(bytes_server.requests) == 2
 
 
-def test_shipped_file_is_used_before_a_download(registry, published, server, monkeypatch):
+def test_shipped_file_is_used_before_a_download(registry, published, bytes_server, monkeypatch):
     path = published.folder / "gresnet_mlp2_tiny.weights.h5"
-    registry.write([_entry("gresnet_mlp2_tiny", path)])
-    _serve(server, monkeypatch, path)
+    registry.write([registry_entry("gresnet_mlp2_tiny", path)])
+    _serve(bytes_server, monkeypatch, path)
     weights.download.SHIPPED_DIR.mkdir()
     (weights.download.SHIPPED_DIR / path.name).write_bytes(path.read_bytes())
     assert weights.weights_path("gresnet_mlp2_tiny") == weights.download.SHIPPED_DIR / path.name
     (weights.download.SHIPPED_DIR / path.name).write_bytes(b"tampered")  # never used, not deleted
     assert weights.weights_path("gresnet_mlp2_tiny") == registry.cache / path.name
-    assert (weights.download.SHIPPED_DIR / path.name).exists() and len(server.requests) == 1
+    assert (weights.download.SHIPPED_DIR / path.name).exists() and len(bytes_server.requests) == 1
 
 
 @pytest.mark.parametrize("kind", ["truncated", "cut_short", "tampered"])
-def test_bad_download_leaves_the_cache_clean(registry, published, server, monkeypatch,
+def test_bad_download_leaves_the_cache_clean(registry, published, bytes_server, monkeypatch,
                                              tmp_path, kind):
     path = published.folder / "gresnet_mlp2_tiny.weights.h5"
-    registry.write([_entry("gresnet_mlp2_tiny", path)])
+    registry.write([registry_entry("gresnet_mlp2_tiny", path)])
     data = path.read_bytes()
     body, length = {
         "truncated": (data[: len(data) // 2], None),  # a short file, served as such
         "cut_short": (data[: len(data) // 2], len(data)),  # the connection drops
         "tampered": (data[:-1] + bytes([data[-1] ^ 1]), None),
     }[kind]
-    _serve(server, monkeypatch, path, body, length)
+    _serve(bytes_server, monkeypatch, path, body, length)
     cache_dir = tmp_path / "cache"
     with pytest.raises(weights.WeightsError, match=r"gresnet_mlp2_tiny\.weights\.h5.*"
-                       + server.url.replace(".", r"\.")):
+                       + bytes_server.url.replace(".", r"\.")):
         weights.weights_path("gresnet_mlp2_tiny", cache_dir=cache_dir)
-    assert server.requests and _files(cache_dir / "models") == []
+    assert bytes_server.requests and _files(cache_dir / "models") == []
     with pytest.raises(weights.WeightsError):
         zoo.gresnet_mlp(depth=2, weights="gresnet_mlp2_tiny")
     assert _files(registry.cache) == []
@@ -253,7 +207,7 @@ def test_bad_download_leaves_the_cache_clean(registry, published, server, monkey
 def test_offline_with_nothing_cached_says_where_to_put_the_file(registry, published,
                                                                 monkeypatch):
     path = published.folder / "gresnet_mlp2_tiny.weights.h5"
-    entry = _entry("gresnet_mlp2_tiny", path)
+    entry = registry_entry("gresnet_mlp2_tiny", path)
     registry.write([entry])
     with socket.socket() as s:  # a loopback port nobody listens on
         s.bind(("127.0.0.1", 0))
@@ -269,10 +223,10 @@ def test_offline_with_nothing_cached_says_where_to_put_the_file(registry, publis
 
 
 def test_weights_that_do_not_fit_are_refused_before_any_download(registry, published,
-                                                                 server, monkeypatch):
+                                                                 bytes_server, monkeypatch):
     path = published.folder / "gresnet_mlp2_tiny.weights.h5"
-    registry.write([_entry("gresnet_mlp2_tiny", path)])
-    _serve(server, monkeypatch, path)
+    registry.write([registry_entry("gresnet_mlp2_tiny", path)])
+    _serve(bytes_server, monkeypatch, path)
     for builder, kwargs, message in [
         ("gresnet_mlp", dict(depth=4), r"gresnet_mlp\(depth=2\).*depth=4 is not depth=2"),
         ("resnet_mlp", dict(depth=2), "builder 'resnet_mlp' is not 'gresnet_mlp'"),
@@ -285,17 +239,17 @@ def test_weights_that_do_not_fit_are_refused_before_any_download(registry, publi
         weights.check_fits("gresnet_mlp2_tiny", zoo.gresnet_mlp, dict(depth=2, units=30))
     # Training-only arguments may differ.
     weights.check_fits("gresnet_mlp2_tiny", zoo.gresnet_mlp, dict(depth=2, k_initial=0.5))
-    assert server.requests == []
+    assert bytes_server.requests == []
 
 
 # ----------------------------------------------------------------- loading
 
 
-def test_other_classes_keep_the_body_and_a_fresh_head(registry, published, server,
+def test_other_classes_keep_the_body_and_a_fresh_head(registry, published, bytes_server,
                                                       monkeypatch, caplog):
     path = published.folder / "gresnet_mlp2_tiny.weights.h5"
-    registry.write([_entry("gresnet_mlp2_tiny", path)])
-    _serve(server, monkeypatch, path)
+    registry.write([registry_entry("gresnet_mlp2_tiny", path)])
+    _serve(bytes_server, monkeypatch, path)
     with caplog.at_level(logging.WARNING, logger="keras_gresnet.weights"):
         model = zoo.gresnet_mlp(depth=2, weights="gresnet_mlp2_tiny", classes=3)
     assert len(caplog.records) == 1 and "predictions" in caplog.records[0].getMessage()
@@ -309,41 +263,41 @@ def test_other_classes_keep_the_body_and_a_fresh_head(registry, published, serve
             for a, b in zip(layer.get_weights(), published.mlp_layers[layer.name]):
                 np.testing.assert_array_equal(a, b)
     body = zoo.gresnet_mlp(depth=2, weights="gresnet_mlp2_tiny", include_top=False)
-    np.testing.assert_array_equal(_outputs(body, published.x), published.mlp_body)
+    np.testing.assert_array_equal(outputs(body, published.x), published.mlp_body)
 
 
-def test_body_only_with_pooling_gives_the_source_features(registry, published, server,
+def test_body_only_with_pooling_gives_the_source_features(registry, published, bytes_server,
                                                           monkeypatch):
     path = published.folder / "gresnet_cifar1_tiny.keras"
-    registry.write([_entry("gresnet_cifar1_tiny", path, builder="gresnet_cifar",
+    registry.write([registry_entry("gresnet_cifar1_tiny", path, builder="gresnet_cifar",
                            builder_kwargs=dict(CONV), input_shape=list(CONV_SHAPE),
                            dataset="cifar10",
                            preprocessing={"method": "mean", "mean": [0.5] * 3, "std": [1.0] * 3})])
-    _serve(server, monkeypatch, path)
+    _serve(bytes_server, monkeypatch, path)
     model = zoo.gresnet_cifar(**CONV, weights="gresnet_cifar1_tiny", include_top=False,
                               pooling="avg")
     # the same weights in a rebuilt model: only the backend's summation order differs
-    np.testing.assert_allclose(_outputs(model, published.xc), published.conv_features,
+    np.testing.assert_allclose(outputs(model, published.xc), published.conv_features,
                                rtol=1e-6, atol=1e-6)
 
 
-def test_conv_weights_pick_their_input_shape(registry, published, server, monkeypatch):
+def test_conv_weights_pick_their_input_shape(registry, published, bytes_server, monkeypatch):
     """Keras Applications' rule for a conv entry: input_shape=None builds at the
     entry's shape, another shape is refused in one line naming it, and
     include_preprocessing=True takes the entry's statistics."""
     path = published.folder / "gresnet_cifar1_tiny.keras"
     mean = [0.25, 0.5, 0.75]
-    registry.write([_entry("gresnet_cifar1_tiny", path, builder="gresnet_cifar",
+    registry.write([registry_entry("gresnet_cifar1_tiny", path, builder="gresnet_cifar",
                            builder_kwargs=dict(CONV), input_shape=list(CONV_SHAPE),
                            dataset="cifar10",
                            preprocessing={"method": "mean", "mean": mean, "std": [1.0] * 3})])
-    _serve(server, monkeypatch, path)
+    _serve(bytes_server, monkeypatch, path)
     with pytest.raises(ValueError, match=r"^weights 'gresnet_cifar1_tiny' were trained .* with "
                                          r"input_shape \(8, 8, 3\).*input_shape \(9, 9, 3\) "
                                          r"is not \(8, 8, 3\) \(another size is taken with "
                                          r"include_top=False, the channels kept\)$"):
         zoo.gresnet_cifar(**CONV, weights="gresnet_cifar1_tiny", input_shape=(9, 9, 3))
-    assert server.requests == []  # refused before the download
+    assert bytes_server.requests == []  # refused before the download
     model = zoo.gresnet_cifar(**CONV, weights="gresnet_cifar1_tiny", include_top=False,
                               pooling="avg")
     assert model.input_shape == (None, *CONV_SHAPE)
@@ -354,7 +308,7 @@ def test_conv_weights_pick_their_input_shape(registry, published, server, monkey
     # give the features the net gives x. Float32 rounding of x * (1/255) - mean
     # (inputs below 2): a few ulps of 2, carried through a 1-unit net.
     pixels = (published.xc + np.asarray(mean, "float32")) * 255
-    np.testing.assert_allclose(_outputs(raw, pixels), published.conv_features,
+    np.testing.assert_allclose(outputs(raw, pixels), published.conv_features,
                                rtol=1e-5, atol=1e-5)
 
 
@@ -362,9 +316,9 @@ def test_weights_argument_takes_a_file_path(published, registry):
     for file in ("gresnet_mlp2_tiny.keras", "gresnet_mlp2_tiny.weights.h5"):
         path = published.folder / file
         model = zoo.gresnet_mlp(depth=2, input_shape=MLP_SHAPE, weights=str(path))
-        np.testing.assert_array_equal(_outputs(model, published.x), published.mlp_out)
+        np.testing.assert_array_equal(outputs(model, published.x), published.mlp_out)
         body = zoo.gresnet_mlp(depth=2, input_shape=MLP_SHAPE, weights=path, include_top=False)
-        np.testing.assert_array_equal(_outputs(body, published.x), published.mlp_body)
+        np.testing.assert_array_equal(outputs(body, published.x), published.mlp_body)
     head = zoo.gresnet_mlp(depth=2, input_shape=MLP_SHAPE, classes=4,
                            weights=str(published.folder / "gresnet_mlp2_tiny.keras"))
     assert head.get_layer("predictions").kernel.shape == (50, 4)
@@ -398,7 +352,7 @@ def test_preset_round_trip(tmp_path, published, registry):
     assert json.loads((preset / "metadata.json").read_text()) == {
         "source": str(published.folder / "gresnet_mlp2_tiny.keras"), "dataset": "fashion_mnist"}
     loaded = zoo.from_preset(preset)
-    np.testing.assert_array_equal(_outputs(loaded, published.x), published.mlp_out)
+    np.testing.assert_array_equal(outputs(loaded, published.x), published.mlp_out)
     new_head = zoo.gresnet_mlp(depth=2, input_shape=MLP_SHAPE, classes=2, weights=str(preset))
     assert new_head.get_layer("predictions").kernel.shape == (50, 2)
     with pytest.raises(ValueError, match="exists; pass overwrite=True"):
@@ -410,14 +364,14 @@ def test_preset_round_trip(tmp_path, published, registry):
 
 
 def test_a_zoo_model_remembers_its_builder_and_card_through_every_file(
-        tmp_path, published, registry, server, monkeypatch):
+        tmp_path, published, registry, bytes_server, monkeypatch):
     """KerasHub's ease: a zoo model knows its builder, arguments and weights'
     card (in its config), so save_preset needs nothing more, metadata.json is
     the card, a .keras file keeps both, decode_predictions reads the model,
     and from_preset takes the builders' overrides."""
     path = published.folder / "gresnet_mlp2_tiny.weights.h5"
-    registry.write([_entry("gresnet_mlp2_tiny", path)])
-    _serve(server, monkeypatch, path)
+    registry.write([registry_entry("gresnet_mlp2_tiny", path)])
+    _serve(bytes_server, monkeypatch, path)
     model = zoo.gresnet_mlp(depth=2, weights="gresnet_mlp2_tiny")
     assert isinstance(model, ZooModel) and model.builder == "gresnet_mlp"
     kwargs = model.builder_kwargs
@@ -427,8 +381,9 @@ def test_a_zoo_model_remembers_its_builder_and_card_through_every_file(
     assert model.card == dict(
         source="gresnet_mlp2_tiny", dataset="fashion_mnist", class_names=names,
         preprocessing={"method": "scale", "mean": [0.0], "std": [1.0]},
-        test_error_percent=12.5, weights_sha256=weights.sha256_of(path))
-    preds = _outputs(model, published.x)
+        test_error_percent=12.5, weights_sha256=weights.sha256_of(path),
+        license=weights.registry.LICENSE)  # the package's, as the registry completes it
+    preds = outputs(model, published.x)
     best = [names[i] for i in preds.argmax(axis=1)]
     assert [row[0][0] for row in kg.decode_predictions(preds, model, top=1)] == best
     # a .keras file keeps both; a preset needs no builder arguments
@@ -440,12 +395,12 @@ def test_a_zoo_model_remembers_its_builder_and_card_through_every_file(
     assert json.loads((preset / "metadata.json").read_text()) == model.card
     assert json.loads((preset / "config.json").read_text())["builder_kwargs"] == kwargs
     loaded = zoo.from_preset(preset)
-    np.testing.assert_array_equal(_outputs(loaded, published.x), preds)
+    np.testing.assert_array_equal(outputs(loaded, published.x), preds)
     assert loaded.card == model.card
     # overrides: a new head keeps the body, and the card forgets the old classes
     three = zoo.from_preset(preset, classes=3)
     assert three.output_shape == (None, 3) and "class_names" not in three.card
-    np.testing.assert_array_equal(_outputs(_body(three, "block1_gate"), published.x),
+    np.testing.assert_array_equal(outputs(_body(three, "block1_gate"), published.x),
                                   published.mlp_body)
     body = zoo.from_preset("gresnet_mlp2_tiny", include_top=False)
     assert body.output_shape == (None, 50) and body.card["dataset"] == "fashion_mnist"
@@ -485,22 +440,22 @@ def test_interrupted_preset_save_leaves_no_preset(tmp_path, monkeypatch, publish
         zoo.save_preset(model, tmp_path / "tiny", builder="gresnet_mlp",
                             builder_kwargs=MLP, overwrite=True)
     assert _files(tmp_path) == ["tiny"]
-    np.testing.assert_array_equal(_outputs(zoo.from_preset(tmp_path / "tiny"), published.x),
+    np.testing.assert_array_equal(outputs(zoo.from_preset(tmp_path / "tiny"), published.x),
                                   published.mlp_out)
 
 
 # -------------------------------------------------------------------- CLI
 
 
-def test_cli_weights_list_download_verify(registry, published, server, monkeypatch,
+def test_cli_weights_list_download_verify(registry, published, bytes_server, monkeypatch,
                                           tmp_path, capsys):
     path = published.folder / "gresnet_mlp2_tiny.weights.h5"
-    good = _entry("gresnet_mlp2_tiny", path)
+    good = registry_entry("gresnet_mlp2_tiny", path)
     untrained = {k: v for k, v in good.items() if k not in weights.FILE_FIELDS}
     untrained.update(name="gresnet_mlp20_fashion_mnist", builder_kwargs={"depth": 20},
                      status=weights.NOT_TRAINED)
     registry.write([good, untrained])
-    _serve(server, monkeypatch, path)
+    _serve(bytes_server, monkeypatch, path)
     cache = str(tmp_path / "cache")
 
     assert cli.main(["weights", "list"]) == 0
@@ -530,7 +485,7 @@ def test_cli_weights_list_download_verify(registry, published, server, monkeypat
                  ["weights", "download", "gresnet_mlp20_fashion_mnist", "--cache-dir", cache]):
         assert cli.main(argv) == 2
         assert len(capsys.readouterr().err.strip().splitlines()) == 1
-    assert len(server.requests) == 1
+    assert len(bytes_server.requests) == 1
 
 
 # ---------------------------------------------------------------- release
@@ -538,9 +493,10 @@ def test_cli_weights_list_download_verify(registry, published, server, monkeypat
 
 def test_a_release_is_the_verified_files_and_their_sha256sums(published, registry, tmp_path):
     files = ("gresnet_mlp2_tiny.keras", "gresnet_mlp2_tiny.weights.h5")
-    registry.write([_entry(f"tiny{i}", published.folder / f) for i, f in enumerate(files)]
-                   + [dict(_entry("later", published.folder / files[0]), status="not yet trained",
-                           **{k: None for k in weights.FILE_FIELDS})])
+    later = dict(registry_entry("later", published.folder / files[0]), status="not yet trained",
+                 **{k: None for k in weights.FILE_FIELDS})
+    registry.write([registry_entry(f"tiny{i}", published.folder / f)
+                    for i, f in enumerate(files)] + [later])
     out, count = weights.release.write_release(tmp_path / "release", published.folder)
     assert count == 2 and sorted(p.name for p in out.iterdir()) == sorted(
         [*files, weights.release.MANIFEST])
@@ -560,7 +516,7 @@ def test_a_release_is_the_verified_files_and_their_sha256sums(published, registr
 
 
 def test_write_registry_validates_before_writing(published, registry):
-    entry = _entry("tiny", published.folder / "gresnet_mlp2_tiny.keras")
+    entry = registry_entry("tiny", published.folder / "gresnet_mlp2_tiny.keras")
     weights.write_registry([entry])
     assert [e["name"] for e in weights.list_weights()] == ["tiny"]
     before = weights.registry.REGISTRY_FILE.read_text()
@@ -633,7 +589,7 @@ def test_the_data_config_states_what_the_model_takes():
 
 
 def test_committed_model_cards_are_the_generated_ones():
-    """zoo/cards/NAME.md (scripts/write_model_cards.py) for every published
+    """zoo/cards/NAME.md (scripts/release/write_model_cards.py) for every published
     entry, equal to what `keras-gresnet weights show NAME` prints."""
     cards = Path(__file__).resolve().parents[1] / "zoo" / "cards"
     names = {e["name"] for e in weights.list_weights() if e["status"] == weights.PUBLISHED}
@@ -643,7 +599,7 @@ def test_committed_model_cards_are_the_generated_ones():
 
 
 def test_card_fields_are_checked(published, registry, capsys):
-    entry = _entry("tiny", published.folder / "gresnet_mlp2_tiny.keras")
+    entry = registry_entry("tiny", published.folder / "gresnet_mlp2_tiny.keras")
     registry.write([dict(entry, epochs=0)])
     with pytest.raises(ValueError, match=r"field 'epochs' must be an integer >= 1"):
         weights.list_weights()

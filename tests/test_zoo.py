@@ -530,18 +530,13 @@ def test_mixed_float16():
 # -------------------------------------------- every builder, the Keras contract
 
 def _tiny_kwargs(name):
-    """The smallest configuration of every registered builder."""
-    if name.endswith("_mlp"):
-        return dict(depth=2)
-    if name in ("resnet_cifar", "gresnet_cifar"):
-        return dict(n=1, **CIFAR_TINY)
-    if name.startswith("wide_"):
-        return dict(n=1, widen_factor=1, **CIFAR_TINY)
-    if name == "resnet_imagenet":
-        return dict(depth=50, input_shape=(32, 32, 3))
-    if name[-3:] in ("110", "164") or name.endswith("1001"):
-        return dict(input_shape=(8, 8, 3))
-    return dict(input_shape=(32, 32, 3))
+    """The smallest configuration of every registered builder: its record's
+    (``register_model(tiny=...)``)."""
+    return zoo.model_builder(name).tiny
+
+
+def test_every_builder_declares_its_tiny_build():
+    assert [n for n in zoo.list_models() if not isinstance(zoo.model_builder(n).tiny, dict)] == []
 
 
 # Full-size ImageNet nets (101 to 200 layers) take seconds each to build.
@@ -744,7 +739,7 @@ def test_a_model_declared_in_one_place_is_listed_built_and_trained_by_its_defaul
     assert model.builder == "throwaway_mlp" and model.builder_kwargs["classes"] == 3
     spec = importlib.util.spec_from_file_location(
         "write_catalog", os.path.join(os.path.dirname(__file__), "..", "scripts",
-                                      "write_catalog.py"))
+                                      "release", "write_catalog.py"))
     catalog = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(catalog)
     assert "'throwaway_mlp': 'A throw-away net, declared in one place.'" in catalog.catalog_text()

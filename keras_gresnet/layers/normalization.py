@@ -24,7 +24,7 @@ Conventions kept exactly:
 
 On TensorFlow, NHWC images (4-D, channels last) go through TensorFlow's
 fused kernel (``FusedBatchNormV3``), which measured 3.8x faster than Keras'
-form for gresnet_cifar's BatchNorms (``scripts/bench_ops.py``,
+form for gresnet_cifar's BatchNorms (``scripts/benchmarks/bench_ops.py``,
 docs/benchmarks.md). Everything else (JAX, whose XLA fuses the
 ``keras.ops`` form itself; vectors; ``synchronized=True``; ``renorm``; a
 ``mask``; a symbolic ``training``; a batch of one value per channel) runs

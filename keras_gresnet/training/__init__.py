@@ -9,6 +9,7 @@ command again on an unfinished run folder resumes after the last finished
 epoch.
 
 Modules: :mod:`~keras_gresnet.training.recipes` (the papers' recipes),
+:mod:`~keras_gresnet.training.regularization` (their weight decay on a model),
 :mod:`~keras_gresnet.training.config` (the run's config and model),
 :mod:`~keras_gresnet.training.cluster` (a multi-worker run's cluster),
 :mod:`~keras_gresnet.training.backends` (one module per Keras backend: its

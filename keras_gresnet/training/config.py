@@ -170,7 +170,7 @@ def recorded_command(argv):
     """The command a run folder records: ``argv`` as it ran, except that the
     console script's absolute path (``/.../venv/bin/keras-gresnet``) is written
     ``keras-gresnet``, so that the record is a command to copy on another
-    machine. A script's path (``scripts/reproduce_gr_mnist.py``) stays as
+    machine. A script's path (``scripts/reproduce/reproduce_gr_mnist.py``) stays as
     given."""
     argv = list(argv)
     if argv and os.path.basename(argv[0]) == "keras-gresnet":

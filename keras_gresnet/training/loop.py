@@ -26,7 +26,7 @@ class SingleDevice:
 def compile_options(backend=None):
     """The keyword arguments :func:`keras_gresnet.training.train` passes to
     ``model.compile`` besides optimizer, loss and metrics, for ``backend``
-    (default: Keras' current one). ``scripts/benchmark.py`` measures them
+    (default: Keras' current one). ``scripts/benchmarks/benchmark.py`` measures them
     (docs/benchmarks.md): Keras' ``jit_compile="auto"`` on every backend.
     On TensorFlow, XLA trains the CIFAR net 1.14x faster on one CPU (150
     against 131 img/s, 5 rounds side by side), but Keras refuses it wherever

@@ -48,7 +48,9 @@ from keras_gresnet.files import (
 from keras_gresnet.layers import ZooModel, gate_layers
 from keras_gresnet.runlock import LOCK, RunLock
 from keras_gresnet.weights.loading import weights_file_bytes
-from keras_gresnet.zoo.resolver import read_run_config, resolve, run_card
+from keras_gresnet.zoo.cards import run_card
+from keras_gresnet.zoo.resolver import resolve
+from keras_gresnet.zoo.run_config import read_run_config
 from keras_gresnet.training.tensorboard import RUNS as TENSORBOARD_RUNS
 from keras_gresnet.training.tensorboard import TENSORBOARD
 

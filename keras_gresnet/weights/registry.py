@@ -12,11 +12,20 @@ import numbers
 import re
 from pathlib import Path
 
-from keras_gresnet import files
+from keras_gresnet import _catalog, files
 from keras_gresnet._catalog import MODELS
+from keras_gresnet.data.datasets import DATASETS
 from keras_gresnet.papers import paper_result
 from keras_gresnet._checks import PREPROCESSINGS
 from keras_gresnet._text import printable
+
+# The package's licence (pyproject.toml, LICENSE): its code's, and that of the
+# weights it publishes (the output of its code). On every model card.
+LICENSE = "Apache-2.0 (keras-gresnet's licence)"
+# Fields every entry has that the registry file does not store: the
+# dataset's class names and terms, the licence (what a run produced is
+# stored; what is known of its dataset is read from the dataset table).
+DERIVED = ("class_names", "dataset_terms", "license")
 
 # The registry of published weight files, one entry per file: package data,
 # so an installed wheel has it (as Keras Applications keep their hash table
@@ -40,7 +49,7 @@ FILE_FIELDS = ("test_error_percent", "file", "size", "sha256", "keras_version", 
 # were trained.
 CARD_FIELDS = ("license", "dataset_terms", "epochs", "seed")
 # Optional: the files this entry was published as before (each {"sha256",
-# "size"}), holding the same weights to the bit (scripts/publish_weights.py
+# "size"}), holding the same weights to the bit (scripts/release/publish_weights.py
 # --republish checks it): such a file is still known as the entry's.
 EARLIER = "earlier_files"
 
@@ -160,37 +169,65 @@ def _valid_statistics(preprocessing):
             and numbers_list(std) and len(mean) == len(std) and all(v > 0 for v in std))
 
 
+def completed(entry):
+    """``entry`` with the fields the registry file does not store
+    (:data:`DERIVED`) filled in: its dataset's class names and terms (a
+    dataset this package does not know, e.g. ImageNet's, leaves none) and
+    the package's licence. A value the entry states is kept."""
+    if not isinstance(entry, dict):
+        return entry
+    info = DATASETS.get(entry.get("dataset"))
+    derived = dict(class_names=list(info.class_names) if info else [], license=LICENSE)
+    if info is not None and info.terms:
+        derived["dataset_terms"] = info.terms
+    return {**derived, **entry}
+
+
+def _stored(entry):
+    """``entry`` as the registry file stores it: without the fields
+    :func:`completed` gives it back equal."""
+    derived = completed({k: v for k, v in entry.items() if k not in DERIVED})
+    return {k: v for k, v in entry.items() if k not in DERIVED or derived.get(k) != v}
+
+
 def read_registry():
-    """``{name: entry}`` of :data:`REGISTRY_FILE`, every entry validated."""
+    """``{name: entry}``: the published entries of :data:`REGISTRY_FILE`
+    and the "not yet trained" ones the models' records name
+    (``_catalog.UNTRAINED``), each :func:`completed` and validated."""
     path = Path(REGISTRY_FILE)
-    if not path.exists():
-        return {}
-    try:
-        entries = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: not valid JSON ({error})") from None
+    entries = []
+    if path.exists():
+        try:
+            entries = json.loads(path.read_text())
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}: not valid JSON ({error})") from None
     if not isinstance(entries, list):
         raise ValueError(f"{path}: must hold a JSON list of entries, got {type(entries).__name__}")
     registry = {}
     for i, entry in enumerate(entries):
-        _validate(entry, f"{path}: entry {i}")
+        entry = _validate(completed(entry), f"{path}: entry {i}")
         if entry["name"] in registry:
             raise ValueError(f"{path}: entry {i}: name {entry['name']!r} appears twice")
         registry[entry["name"]] = entry
+    for entry in _catalog.UNTRAINED:
+        if entry["name"] not in registry:  # published since: the file's entry
+            registry[entry["name"]] = _validate(completed(dict(entry)), "a model's record")
     return registry
 
 
 def write_registry(entries):
     """Validate ``entries`` (a list of entry dicts, unique names) and write
-    them, sorted by name, to :data:`REGISTRY_FILE` atomically."""
+    the published ones, sorted by name, to :data:`REGISTRY_FILE` atomically,
+    as :func:`_stored` (the "not yet trained" ones are the models' records')."""
     names = set()
     for i, entry in enumerate(entries):
-        _validate(entry, f"entry {i}")
+        _validate(completed(entry), f"entry {i}")
         if entry["name"] in names:
             raise ValueError(f"entry {i}: name {entry['name']!r} appears twice")
         names.add(entry["name"])
     files.write_text(Path(REGISTRY_FILE), json.dumps(
-        sorted(entries, key=lambda e: e["name"]), indent=2) + "\n")
+        [_stored(e) for e in sorted(entries, key=lambda e: e["name"])
+         if e["status"] == PUBLISHED], indent=2) + "\n")
 
 
 def list_weights(pattern="*"):
@@ -267,8 +304,6 @@ def _data_config_line(entry):
             f"(`keras_gresnet.preprocess_input`){resize}")
 
 
-# The package's licence (pyproject.toml, LICENSE), on every model card.
-CODE_LICENSE = "Apache-2.0 (keras-gresnet's LICENSE file)"
 
 
 def model_card(entry):
@@ -302,7 +337,7 @@ def model_card(entry):
         f"- file: {field('file')}, {field('size', lambda v: f'{v:,} bytes')}, "
         f"sha256 {field('sha256')}, Keras {field('keras_version')}, {field('date')}",
         f"- licence of the weights: {field('license')}",
-        f"- licence of the code: {CODE_LICENSE}",
+        f"- licence of the code: {LICENSE}",
         f"- training data's terms: {field('dataset_terms')}",
     ]
     return "\n".join(lines) + "\n"

@@ -16,9 +16,12 @@ arguments, input and its preprocessing, head, weights),
 :mod:`~keras_gresnet.zoo.resnets` (HE's, GR's and WRN's conv nets),
 :mod:`~keras_gresnet.zoo.keras_applications` (Keras' ResNetV2 nets as GResNets,
 their ImageNet weights included),
-:mod:`~keras_gresnet.zoo.presets` (preset folders written and read),
-:mod:`~keras_gresnet.zoo.resolver` (the one resolver: any source to a model and its card,
-and the pixel contract, ``preprocess_input``),
+:mod:`~keras_gresnet.zoo.presets` (preset folders written and uploaded, ``from_preset``),
+:mod:`~keras_gresnet.zoo.resolver` (the one resolver: any source to a model and its card),
+:mod:`~keras_gresnet.zoo.cards` (a model's card, made by one function),
+:mod:`~keras_gresnet.zoo.run_config` (a run folder's ``config.json``, read and checked),
+:mod:`~keras_gresnet.zoo.pixels` (the pixel contract: ``preprocess_input``,
+``raw_pixels_model``, ``data_config``),
 :mod:`~keras_gresnet.zoo.hub` (``hf://`` presets on the Hugging Face Hub),
 :mod:`~keras_gresnet.zoo.summary` (the papers' figures of a model),
 :mod:`~keras_gresnet.zoo.features` (a conv net's feature maps, ``P0``...``P5``).
@@ -29,11 +32,9 @@ from keras_gresnet.weights.loading import transfer_weights
 from keras_gresnet.zoo.features import feature_extractor, stage_layers
 from keras_gresnet.zoo.keras_applications import from_keras_applications
 from keras_gresnet.zoo.mlps import mlp
-from keras_gresnet.zoo.presets import save_preset, upload_preset
-from keras_gresnet.zoo.resolver import (
-    Resolved, data_config, from_preset, load_into, preprocess_input, raw_pixels_model, resolve,
-    weights_preset,
-)
+from keras_gresnet.zoo.pixels import data_config, preprocess_input, raw_pixels_model
+from keras_gresnet.zoo.presets import from_preset, save_preset, upload_preset, weights_preset
+from keras_gresnet.zoo.resolver import Resolved, load_into, resolve
 from keras_gresnet.zoo.builders import get_model, list_models, model_builder, register_model
 from keras_gresnet.zoo.resnets import resnet
 from keras_gresnet.zoo.summary import multiply_adds, summarize

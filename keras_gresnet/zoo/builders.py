@@ -20,8 +20,27 @@ from keras_gresnet.zoo import hub
 _MODELS = {}
 
 
+def paper(where, error, dataset, **arguments):
+    """One result a paper reports for a model: ``error`` (% test error) on
+    ``dataset`` at ``where`` (its table), for the builder called with these
+    architecture ``arguments``. For :func:`register_model`'s ``results``."""
+    return dict(arguments=arguments, dataset=dataset, where=where, error=error)
+
+
+def untrained(dataset, *, preprocessing, name=None, recipe=None, input_shape=None, classes=None,
+              **arguments):
+    """Weights a model's record names but no run here has produced yet (no
+    CIFAR, no ImageNet, no GPU): listed by ``weights list`` as "not yet
+    trained", with the command that would train them. ``name`` defaults
+    to the builder's name, the argument values and the dataset
+    (``gresnet_cifar5_cifar10``); ``recipe`` to the builder's. For
+    :func:`register_model`'s ``pretrained``."""
+    return dict(dataset=dataset, preprocessing=preprocessing, name=name, recipe=recipe,
+                input_shape=input_shape, classes=classes, arguments=arguments)
+
+
 def register_model(fn=None, *, configs=None, family=None, recipe=None, dataset=None,
-                   keras_weights=False):
+                   keras_weights=False, results=(), pretrained=(), tiny=None):
     """Register a builder under its function name. Returns it wrapped, with
     the builder's signature, name and docstring, so that every call first
     completes the Keras Applications arguments from the whole call
@@ -40,10 +59,19 @@ def register_model(fn=None, *, configs=None, family=None, recipe=None, dataset=N
     uses unless told otherwise; a family member takes its family's unless
     given. ``keras_weights``: the builder's ``weights`` are Keras
     Applications' own (``None``, ``"imagenet"`` or a Keras weights file,
-    checked by the builder), not this package's registry. Everything the
-    package knows of a model is in this one call
-    beside its ``def`` (``scripts/write_catalog.py`` regenerates the
-    Keras-free listing from it).
+    checked by the builder), not this package's registry.
+    ``results``: what the papers report for it (:func:`paper` each);
+    their arguments are paper configurations too.
+    ``pretrained``: the weights its papers' recipes would give and no run
+    here has produced (:func:`untrained` each).
+    ``tiny``: the arguments of its smallest build (seconds), which the
+    tests build every builder at.
+
+    Everything the package knows of a model is in this one call beside its
+    ``def`` (the model's record): ``scripts/release/write_catalog.py``
+    regenerates the Keras-free listing, the papers' numbers by model, the
+    "not yet trained" weights and the models tables from it; the weights
+    registry holds only what runs produced.
     """
 
     def wrap(fn):
@@ -64,7 +92,15 @@ def register_model(fn=None, *, configs=None, family=None, recipe=None, dataset=N
             record_call(model, fn, args, kwargs)
             return model
 
-        build.paper_configs = [dict(c) for c in (configs or [{}])]
+        found = [dict(r["arguments"]) for r in results]
+        listed = [dict(c) for c in (configs or [])]
+        every = found + listed
+        build.paper_configs = [c for i, c in enumerate(every) if c not in every[:i]] or [{}]
+        build.results = [dict(r) for r in results]
+        build.pretrained = [
+            dict(p, name=p["name"] or weights_name(fn.__name__, p["arguments"], p["dataset"]))
+            for p in pretrained]
+        build.tiny = dict(tiny) if tiny is not None else None
         build.family = family
         build.keras_weights = keras_weights
         parent = _MODELS.get(family)
@@ -77,6 +113,14 @@ def register_model(fn=None, *, configs=None, family=None, recipe=None, dataset=N
         return build
 
     return wrap(fn) if fn is not None else wrap
+
+
+def weights_name(builder, arguments, dataset):
+    """The registry name of weights of ``builder`` called with the
+    architecture ``arguments``, trained on ``dataset``: the builder, the
+    argument values, the dataset (``gresnet_cifar5_cifar10``), for a
+    record's untrained weights and a published run alike."""
+    return f"{builder}{''.join(str(v) for v in arguments.values())}_{dataset}"
 
 
 def application_arguments(builder, arguments, *, keras_weights=False):

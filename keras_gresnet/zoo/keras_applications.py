@@ -195,7 +195,8 @@ def from_keras_applications(keras_model_or_name, *, gated=True, bn_momentum=None
 # zoo's weights=None default; weights="imagenet" is Keras' own.
 
 
-@register_model(family="resnet_imagenet", keras_weights=True)
+@register_model(family="resnet_imagenet", keras_weights=True,
+                tiny=dict(input_shape=(32, 32, 3)))
 def gresnet50v2(*, gated=True, bn_momentum=None, include_top=True, weights=None, input_tensor=None,
                 input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
                 include_preprocessing=False, name="gresnet50v2"):
@@ -214,7 +215,8 @@ def gresnet50v2(*, gated=True, bn_momentum=None, include_top=True, weights=None,
         include_preprocessing=include_preprocessing, name=name)
 
 
-@register_model(family="resnet_imagenet", keras_weights=True)
+@register_model(family="resnet_imagenet", keras_weights=True,
+                tiny=dict(input_shape=(32, 32, 3)))
 def gresnet101v2(*, gated=True, bn_momentum=None, include_top=True, weights=None, input_tensor=None,
                  input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
                  include_preprocessing=False, name="gresnet101v2"):
@@ -233,7 +235,8 @@ def gresnet101v2(*, gated=True, bn_momentum=None, include_top=True, weights=None
         include_preprocessing=include_preprocessing, name=name)
 
 
-@register_model(family="resnet_imagenet", keras_weights=True)
+@register_model(family="resnet_imagenet", keras_weights=True,
+                tiny=dict(input_shape=(32, 32, 3)))
 def gresnet152v2(*, gated=True, bn_momentum=None, include_top=True, weights=None, input_tensor=None,
                  input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
                  include_preprocessing=False, name="gresnet152v2"):

@@ -15,7 +15,8 @@ from keras_gresnet.zoo.applications import (
     check_common, check_preprocessing, check_size, head, load_weights,
     model_input,
 )
-from keras_gresnet.zoo.builders import register_model
+from keras_gresnet.papers import GR_MNIST_ERROR
+from keras_gresnet.zoo.builders import paper, register_model
 
 GR_DEPTHS = (2, 10, 20, 50, 100)  # GR Table 1
 # GR's first layer, "a linear layer with 50 neurons", read as a fully-connected
@@ -24,6 +25,14 @@ GR_DEPTHS = (2, 10, 20, 50, 100)  # GR Table 1
 # factorise one linear map), or literally as a Dense with no BN or ReLU.
 STEMS = ("dense_bn_relu", "linear")
 _CONFIGS = [dict(depth=d) for d in GR_DEPTHS]
+
+
+def _gr_table1(kind):
+    """GR Table 1's MNIST test errors of one kind of net, a result per depth."""
+    return [paper("GR Table 1", GR_MNIST_ERROR[d][kind], "mnist", depth=d) for d in GR_DEPTHS]
+
+
+_TINY = dict(depth=4, input_shape=(4, 4, 1))
 
 
 def mlp(
@@ -118,7 +127,8 @@ def mlp(
 
 
 
-@register_model(configs=_CONFIGS, recipe="gr_mnist", dataset="mnist")
+@register_model(configs=_CONFIGS, recipe="gr_mnist", dataset="mnist", results=_gr_table1("plain"),
+                tiny=_TINY)
 def plain_mlp(depth, *, units=50, stem="dense_bn_relu", bn_momentum=0.99, include_top=True,
               weights=None, input_tensor=None, input_shape=None, pooling=None, classes=10,
               classifier_activation="softmax", include_preprocessing=False,
@@ -138,7 +148,8 @@ def plain_mlp(depth, *, units=50, stem="dense_bn_relu", bn_momentum=0.99, includ
         include_preprocessing=include_preprocessing, name=name)
 
 
-@register_model(configs=_CONFIGS, recipe="gr_mnist", dataset="mnist")
+@register_model(configs=_CONFIGS, recipe="gr_mnist", dataset="mnist", results=_gr_table1("resnet"),
+                tiny=_TINY)
 def resnet_mlp(depth, *, units=50, stem="dense_bn_relu", bn_momentum=0.99, include_top=True,
                weights=None, input_tensor=None, input_shape=None, pooling=None, classes=10,
                classifier_activation="softmax", include_preprocessing=False,
@@ -158,7 +169,8 @@ def resnet_mlp(depth, *, units=50, stem="dense_bn_relu", bn_momentum=0.99, inclu
         include_preprocessing=include_preprocessing, name=name)
 
 
-@register_model(configs=_CONFIGS, recipe="gr_mnist", dataset="mnist")
+@register_model(configs=_CONFIGS, recipe="gr_mnist", dataset="mnist", results=_gr_table1("gresnet"),
+                tiny=_TINY)
 def gresnet_mlp(depth, *, units=50, stem="dense_bn_relu", k_initial=1.0, bn_momentum=0.99,
                 include_top=True, weights=None, input_tensor=None, input_shape=None,
                 pooling=None, classes=10, classifier_activation="softmax",
@@ -178,7 +190,8 @@ def gresnet_mlp(depth, *, units=50, stem="dense_bn_relu", k_initial=1.0, bn_mome
         include_preprocessing=include_preprocessing, name=name)
 
 
-@register_model(configs=_CONFIGS, recipe="gr_mnist", dataset="mnist")
+@register_model(configs=_CONFIGS, recipe="gr_mnist", dataset="mnist",
+                tiny=_TINY)
 def gated_plain_mlp(depth, *, units=50, stem="dense_bn_relu", k_initial=1.0,
                     bn_momentum=0.99, include_top=True, weights=None, input_tensor=None,
                     input_shape=None, pooling=None, classes=10,

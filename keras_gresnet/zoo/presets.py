@@ -1,7 +1,8 @@
 """Preset folders (KerasHub style: the builder's arguments, its weights and
 the card, locally or in a Hugging Face repository ``hf://owner/name``):
-written, uploaded, and read back into a model. Resolving any source,
-presets included, is :mod:`keras_gresnet.zoo.resolver`'s job."""
+written and uploaded, and KerasHub's ``from_preset`` with the builders'
+overrides. Reading any source, presets included, is
+:mod:`keras_gresnet.zoo.resolver`'s job."""
 
 import math
 import os
@@ -12,13 +13,15 @@ from pathlib import Path
 import keras
 
 from keras_gresnet._version import __version__
-from keras_gresnet.files import read_json, write_json, write_text
-from keras_gresnet.layers.model import CARD_FIELDS, ZooModel, model_card
-from keras_gresnet.weights import PRESET_CONFIG, PRESET_METADATA, PRESET_WEIGHTS
+from keras_gresnet.files import write_json, write_text
+from keras_gresnet.layers.model import ZooModel, model_card
+from keras_gresnet.weights import PRESET_CONFIG, PRESET_METADATA, PRESET_WEIGHTS, published
 from keras_gresnet.weights.arguments import canonical, describe_call
-from keras_gresnet.weights.loading import load_exact, save_weights
+from keras_gresnet.weights.loading import copy_weights, head_layer, save_weights
 from keras_gresnet.zoo import hub
 from keras_gresnet.zoo.builders import get_model
+from keras_gresnet.zoo.cards import head_card, preset_card
+from keras_gresnet.zoo.resolver import resolve
 
 
 def save_preset(model, directory, *, builder=None, builder_kwargs=None, metadata=None,
@@ -84,7 +87,7 @@ def _preset_contents(model, builder, builder_kwargs, metadata):
     if metadata is not None and not isinstance(metadata, dict):
         raise ValueError(f"metadata must be a dict (JSON-ready), got {metadata!r}")
     if isinstance(twin, ZooModel):
-        twin.remember(twin.builder, twin.builder_kwargs, _card_of(metadata or {}))
+        twin.remember(twin.builder, twin.builder_kwargs, preset_card(metadata or {}))
     config = dict(builder=builder, builder_kwargs=kwargs, keras_version=keras.__version__,
                   keras_gresnet_version=__version__)
     return twin, config, metadata or {}
@@ -149,7 +152,9 @@ def upload_preset(uri, preset, *, overwrite=False):
     hub.hub_module()
     if hub.is_hub_uri(preset) or not Path(preset).is_dir():
         raise ValueError(f"preset={str(preset)!r} must be a local preset folder (save_preset)")
-    model = load_preset_folder(preset)
+    if not (Path(preset) / PRESET_WEIGHTS).is_file():
+        raise ValueError(f"{preset} is not a preset: {PRESET_WEIGHTS} is missing")
+    model = resolve(preset, argument="preset").model
     with tempfile.TemporaryDirectory(prefix="keras-gresnet-preset-") as tmp:
         folder = Path(tmp)
         for name in hub.PRESET_FILES:
@@ -158,47 +163,63 @@ def upload_preset(uri, preset, *, overwrite=False):
         return _upload(uri, folder, model, overwrite=overwrite, argument="uri")
 
 
-def _read_preset_config(directory):
-    path = directory / PRESET_CONFIG
-    config = read_json(path)
-    if not isinstance(config.get("builder"), str) or not isinstance(
-        config.get("builder_kwargs"), dict
-    ):
-        raise ValueError(f"{path} must hold an object with 'builder' and 'builder_kwargs'")
-    # What save_preset refuses to write, from_preset refuses to read: a
-    # preset's weights are its own file, never another path, name or preset.
-    given = sorted({"weights", "input_tensor"} & set(config["builder_kwargs"]))
-    if given:
-        raise ValueError(f"{path}: builder_kwargs may not set {given} (a preset's weights "
-                         f"are its {PRESET_WEIGHTS})")
-    if not (directory / PRESET_WEIGHTS).is_file():
-        raise ValueError(f"{directory} is not a preset: {PRESET_WEIGHTS} is missing")
-    return config
+# What from_preset may change of a source's builder arguments: the head and
+# the input, as the builders themselves take them with weights=.
+PRESET_OVERRIDES = ("include_top", "classes", "input_shape", "pooling",
+                    "classifier_activation", "name")
 
 
-def _card_of(metadata):
-    """The card fields of a preset's ``metadata.json``."""
-    return {key: metadata[key] for key in CARD_FIELDS if metadata.get(key) is not None}
+def from_preset(preset, cache_dir=None, **overrides):
+    """The model of any source :func:`resolve` takes (a preset folder,
+    ``hf://owner/name``, a published name, a run folder, a ``.keras``
+    file), rebuilt by its builder with its weights loaded, as KerasHub's
+    ``from_preset``. ``cache_dir``: the published weights' cache only.
+
+    ``overrides``: the builders' ``include_top``, ``classes``,
+    ``input_shape``, ``pooling``, ``classifier_activation``, ``name``, on
+    the builders' rules: a head of other classes, or none, loads the body
+    and keeps a fresh head; another ``input_shape`` only with
+    ``include_top=False`` (Keras Applications')."""
+    unknown = sorted(set(overrides) - set(PRESET_OVERRIDES))
+    if unknown:
+        raise ValueError(f"from_preset takes no {unknown}; overrides accepted: "
+                         f"{', '.join(PRESET_OVERRIDES)}")
+    resolved = resolve(preset, cache_dir=cache_dir, argument="preset")
+    model = resolved.model
+    if not overrides:
+        return model
+    if not isinstance(model, ZooModel) or model.builder is None:
+        raise ValueError(f"preset={resolved.source!r}: its model records no zoo builder, so "
+                         f"it cannot be rebuilt with {sorted(overrides)}")
+    kwargs = {**model.builder_kwargs, **overrides}
+    shape = overrides.get("input_shape")
+    if shape is not None and tuple(shape) != tuple(model.input_shape[1:]) and \
+            kwargs.get("include_top", True) is not False:
+        raise ValueError(f"input_shape={tuple(shape)} is not the preset's "
+                         f"{tuple(model.input_shape[1:])}: another size is taken with "
+                         f"include_top=False (Keras Applications' rule)")
+    rebuilt = get_model(model.builder, **kwargs)
+    head, old_head = head_layer(rebuilt), head_layer(model)
+    copy_weights(model, rebuilt, include_top=head is not None,
+                 classes=head.units if head is not None else None, what=resolved.source)
+    kept = head is not None and old_head is not None and head.units == old_head.units
+    return rebuilt.remember(rebuilt.builder, rebuilt.builder_kwargs, head_card(resolved.card, kept))
 
 
-def load_preset_folder(directory):
-    """The model of the preset folder ``directory`` (:func:`save_preset`),
-    rebuilt by its builder with its weights loaded exactly, carrying the
-    card of its ``metadata.json``; one ``ValueError`` naming the file that
-    is wrong otherwise. Every source goes through
-    :func:`keras_gresnet.zoo.resolver.resolve`, which calls this for
-    presets."""
-    directory = Path(directory)
-    config = _read_preset_config(directory)
-    model = load_exact(get_model(config["builder"], **config["builder_kwargs"]),
-                       directory / PRESET_WEIGHTS)
-    metadata_path = directory / PRESET_METADATA
-    metadata = {}
-    if metadata_path.is_file():
-        metadata = read_json(metadata_path)
-    if isinstance(model, ZooModel):
-        try:
-            model.remember(model.builder, model.builder_kwargs, _card_of(metadata))
-        except ValueError as error:
-            raise ValueError(f"{metadata_path}: {error}") from None
-    return model
+def weights_preset(name, directory, *, overwrite=False, cache_dir=None):
+    """The published registry entry ``name`` as a preset (a folder or
+    ``hf://owner/name``, as :func:`keras_gresnet.zoo.save_preset`), its
+    metadata naming the entry and its file's sha256: on the Hub its README
+    is the entry's model card plus the preset's facts."""
+    declared = resolve(name, argument="name", load=False)
+    if declared.kind != "published":
+        raise ValueError(f"name={name!r} is not a published weights name; "
+                         f"`keras-gresnet weights list` shows them")
+    entry = published(declared.entry)
+    if hub.is_hub_uri(directory):
+        hub.check_upload_uri(directory, "directory")
+        hub.hub_module()
+    resolved = resolve(declared, cache_dir=cache_dir, argument="name")
+    builder, kwargs = resolved.model.builder, resolved.model.builder_kwargs
+    return save_preset(resolved.model, directory, builder=builder, builder_kwargs=kwargs,
+                       metadata=dict(resolved.card, weights=entry["name"]), overwrite=overwrite)

@@ -29,7 +29,8 @@ from keras_gresnet.zoo.applications import (
     check_common, check_preprocessing, check_size, head, load_weights,
     model_input,
 )
-from keras_gresnet.zoo.builders import register_model
+from keras_gresnet.papers import GR_CIFAR10_N5_ERROR
+from keras_gresnet.zoo.builders import paper, register_model, untrained
 
 CIFAR_WIDTHS = (16, 32, 64)  # HE / GR CIFAR nets
 IMAGENET_WIDTHS = (64, 128, 256, 512)
@@ -280,12 +281,14 @@ def _cifar(*, n=None, depth=None, block="basic", widths=CIFAR_WIDTHS, stride_on=
 
 @register_model(
     configs=[
-        dict(n=5),  # GR Table 3's "ResNet n=5"
         dict(depth=110, unit="original"),  # HE Tables 1-3
         dict(depth=110, block="single", unit="original"),  # HE Table 3, 1-layer skip
         dict(depth=110, block="single"),
     ],
     recipe="preact_cifar", dataset="cifar10",
+    results=[paper("GR Table 3, n=5, 32 layers", GR_CIFAR10_N5_ERROR["resnet"], "cifar10", n=5)],
+    pretrained=[untrained("cifar10", n=5, preprocessing="mean")],
+    tiny=dict(n=2, input_shape=(16, 16, 3)),
 )
 def resnet_cifar(n=None, *, depth=None, unit="preact", block="basic", shortcut="identity",
                  gated=False, widths=CIFAR_WIDTHS, k_initial=1.0, dropout=0.0, expansion=4,
@@ -345,7 +348,12 @@ def resnet_cifar(n=None, *, depth=None, unit="preact", block="basic", shortcut="
         include_preprocessing=include_preprocessing, name=name)
 
 
-@register_model(family="resnet_cifar")
+@register_model(
+    family="resnet_cifar",
+    results=[paper("GR Table 3, n=5, 32 layers", GR_CIFAR10_N5_ERROR["gresnet"], "cifar10", n=5)],
+    pretrained=[untrained("cifar10", n=5, preprocessing="mean")],
+    tiny=dict(n=2, input_shape=(16, 16, 3)),
+)
 def gresnet_cifar(n=5, *, depth=None, block="basic", shortcut="identity",
                   widths=CIFAR_WIDTHS, k_initial=1.0, dropout=0.0, bn_momentum=0.9,
                   include_top=True, weights=None, input_tensor=None, input_shape=None,
@@ -369,7 +377,12 @@ def gresnet_cifar(n=5, *, depth=None, block="basic", shortcut="identity",
 # HE Tables 2-3 (CIFAR): the paper's named nets.
 
 
-@register_model(family="resnet_cifar", recipe="he_cifar")
+@register_model(
+    family="resnet_cifar", recipe="he_cifar",
+    results=[paper("HE Table 2", 6.37, "cifar10")],
+    pretrained=[untrained("cifar10", preprocessing="meanstd", recipe="preact_cifar_he")],
+    tiny=dict(input_shape=(8, 8, 3)),
+)
 def preact_resnet110(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
                      input_tensor=None, input_shape=None, pooling=None, classes=10,
                      classifier_activation="softmax", include_preprocessing=False,
@@ -385,7 +398,12 @@ def preact_resnet110(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=
         include_preprocessing=include_preprocessing, name=name)
 
 
-@register_model(family="resnet_cifar", recipe="he_cifar")
+@register_model(
+    family="resnet_cifar", recipe="he_cifar",
+    results=[paper("HE Table 2", 5.46, "cifar10"), paper("HE Table 3", 24.33, "cifar100")],
+    pretrained=[untrained("cifar10", preprocessing="meanstd", recipe="preact_cifar_he")],
+    tiny=dict(input_shape=(8, 8, 3)),
+)
 def preact_resnet164(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
                      input_tensor=None, input_shape=None, pooling=None, classes=10,
                      classifier_activation="softmax", include_preprocessing=False,
@@ -401,7 +419,12 @@ def preact_resnet164(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=
         include_preprocessing=include_preprocessing, name=name)
 
 
-@register_model(family="resnet_cifar", recipe="he_cifar")
+@register_model(
+    family="resnet_cifar", recipe="he_cifar",
+    results=[paper("HE Table 3", 4.92, "cifar10"), paper("HE Table 3", 22.71, "cifar100")],
+    pretrained=[untrained("cifar10", preprocessing="meanstd", recipe="preact_cifar_he")],
+    tiny=dict(input_shape=(8, 8, 3)),
+)
 def preact_resnet1001(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
                       input_tensor=None, input_shape=None, pooling=None, classes=10,
                       classifier_activation="softmax", include_preprocessing=False,
@@ -417,7 +440,11 @@ def preact_resnet1001(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights
         include_preprocessing=include_preprocessing, name=name)
 
 
-@register_model(family="resnet_cifar", recipe="he_cifar")
+@register_model(
+    family="resnet_cifar", recipe="he_cifar",
+    results=[paper("HE Table 2", 6.61, "cifar10")],
+    tiny=dict(input_shape=(8, 8, 3)),
+)
 def resnet110(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
               input_tensor=None, input_shape=None, pooling=None, classes=10,
               classifier_activation="softmax", include_preprocessing=False,
@@ -433,7 +460,11 @@ def resnet110(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
         include_preprocessing=include_preprocessing, name=name)
 
 
-@register_model(family="resnet_cifar", recipe="he_cifar")
+@register_model(
+    family="resnet_cifar", recipe="he_cifar",
+    results=[paper("HE Table 2", 5.93, "cifar10"), paper("HE Table 3", 25.16, "cifar100")],
+    tiny=dict(input_shape=(8, 8, 3)),
+)
 def resnet164(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
               input_tensor=None, input_shape=None, pooling=None, classes=10,
               classifier_activation="softmax", include_preprocessing=False,
@@ -449,7 +480,11 @@ def resnet164(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
         include_preprocessing=include_preprocessing, name=name)
 
 
-@register_model(family="resnet_cifar", recipe="he_cifar")
+@register_model(
+    family="resnet_cifar", recipe="he_cifar",
+    results=[paper("HE Table 3", 7.61, "cifar10"), paper("HE Table 3", 27.82, "cifar100")],
+    tiny=dict(input_shape=(8, 8, 3)),
+)
 def resnet1001(*, dropout=0.0, bn_momentum=0.9, include_top=True, weights=None,
                input_tensor=None, input_shape=None, pooling=None, classes=10,
                classifier_activation="softmax", include_preprocessing=False,
@@ -479,8 +514,12 @@ def _wide(*, n=None, widen_factor=10, depth=None, **arguments):
                   shortcut_projection="conv", both_preact="width_change", **arguments)
 
 
-@register_model(configs=[dict(n=4, widen_factor=10, dropout=0.3)], recipe="wrn_cifar",
-                dataset="cifar10")
+@register_model(
+    recipe="wrn_cifar", dataset="cifar10",
+    results=[paper("GR Tables 3-4 (WRN-28-10)", 3.89, "cifar10", n=4, widen_factor=10, dropout=0.3),
+             paper("GR Table 4 (WRN-28-10)", 18.85, "cifar100", n=4, widen_factor=10, dropout=0.3)],
+    tiny=dict(n=2, widen_factor=1, input_shape=(16, 16, 3)),
+)
 def wide_resnet(n=None, widen_factor=10, dropout=0.3, *, depth=None, gated=False,
                 k_initial=1.0, bn_momentum=0.9, kernel_initializer="msra_fan_in",
                 include_top=True, weights=None,
@@ -512,7 +551,14 @@ def wide_resnet(n=None, widen_factor=10, dropout=0.3, *, depth=None, gated=False
         include_preprocessing=include_preprocessing, name=name)
 
 
-@register_model(configs=[dict(n=4, widen_factor=10, dropout=0.3)], family="wide_resnet")
+@register_model(
+    family="wide_resnet",
+    results=[paper("GR Tables 3-4", 3.65, "cifar10", n=4, widen_factor=10, dropout=0.3),
+             paper("GR Tables 3-4", 18.27, "cifar100", n=4, widen_factor=10, dropout=0.3)],
+    pretrained=[untrained(dataset, name=f"wide_gresnet28_10_{dataset}", n=4, widen_factor=10,
+                          preprocessing="meanstd") for dataset in ("cifar10", "cifar100")],
+    tiny=dict(n=2, widen_factor=1, input_shape=(16, 16, 3)),
+)
 def wide_gresnet(n=None, widen_factor=10, dropout=0.3, *, depth=None, k_initial=1.0,
                  bn_momentum=0.9, kernel_initializer="msra_fan_in", include_top=True, weights=None, input_tensor=None,
                  input_shape=None, pooling=None, classes=10, classifier_activation="softmax",
@@ -554,7 +600,7 @@ def _imagenet(*, depth=152, unit="preact", layout="he", bn_momentum=None, **argu
 
 
 @register_model(configs=[dict(depth=d) for d in IMAGENET_STAGES], recipe="he_imagenet",
-                dataset="imagenet2012")
+                dataset="imagenet2012", tiny=dict(depth=50, input_shape=(32, 32, 3)))
 def resnet_imagenet(depth=152, *, unit="preact", gated=False, layout="he", k_initial=1.0,
                     bn_momentum=None, include_top=True, weights=None, input_tensor=None,
                     input_shape=None, pooling=None, classes=1000,
@@ -589,9 +635,13 @@ def resnet_imagenet(depth=152, *, unit="preact", gated=False, layout="he", k_ini
 
 
 # HE's ImageNet nets (pre-activation and original units) and GR's gate on them.
+_HE_IMAGENET = "HE, single-crop top-1 at a 320 crop"
 
 
-@register_model(family="resnet_imagenet")
+@register_model(
+    family="resnet_imagenet",
+    tiny=dict(input_shape=(32, 32, 3)),
+)
 def preact_resnet50(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
                     input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
                     include_preprocessing=False, name="preact_resnet50"):
@@ -606,7 +656,10 @@ def preact_resnet50(*, bn_momentum=0.9, include_top=True, weights=None, input_te
         include_preprocessing=include_preprocessing, name=name)
 
 
-@register_model(family="resnet_imagenet")
+@register_model(
+    family="resnet_imagenet",
+    tiny=dict(input_shape=(32, 32, 3)),
+)
 def resnet50(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
              input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
              include_preprocessing=False, name="resnet50"):
@@ -621,7 +674,10 @@ def resnet50(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=No
         include_preprocessing=include_preprocessing, name=name)
 
 
-@register_model(family="resnet_imagenet")
+@register_model(
+    family="resnet_imagenet",
+    tiny=dict(input_shape=(32, 32, 3)),
+)
 def gresnet50(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
               input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
               include_preprocessing=False, name="gresnet50"):
@@ -636,7 +692,10 @@ def gresnet50(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=N
         include_preprocessing=include_preprocessing, name=name)
 
 
-@register_model(family="resnet_imagenet")
+@register_model(
+    family="resnet_imagenet",
+    tiny=dict(input_shape=(32, 32, 3)),
+)
 def preact_resnet101(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
                      input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
                      include_preprocessing=False, name="preact_resnet101"):
@@ -651,7 +710,10 @@ def preact_resnet101(*, bn_momentum=0.9, include_top=True, weights=None, input_t
         include_preprocessing=include_preprocessing, name=name)
 
 
-@register_model(family="resnet_imagenet")
+@register_model(
+    family="resnet_imagenet",
+    tiny=dict(input_shape=(32, 32, 3)),
+)
 def resnet101(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
               input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
               include_preprocessing=False, name="resnet101"):
@@ -666,7 +728,10 @@ def resnet101(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=N
         include_preprocessing=include_preprocessing, name=name)
 
 
-@register_model(family="resnet_imagenet")
+@register_model(
+    family="resnet_imagenet",
+    tiny=dict(input_shape=(32, 32, 3)),
+)
 def gresnet101(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
                input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
                include_preprocessing=False, name="gresnet101"):
@@ -681,7 +746,11 @@ def gresnet101(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=
         include_preprocessing=include_preprocessing, name=name)
 
 
-@register_model(family="resnet_imagenet")
+@register_model(
+    family="resnet_imagenet",
+    results=[paper(_HE_IMAGENET, 21.1, "imagenet")],
+    tiny=dict(input_shape=(32, 32, 3)),
+)
 def preact_resnet152(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
                      input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
                      include_preprocessing=False, name="preact_resnet152"):
@@ -696,7 +765,10 @@ def preact_resnet152(*, bn_momentum=0.9, include_top=True, weights=None, input_t
         include_preprocessing=include_preprocessing, name=name)
 
 
-@register_model(family="resnet_imagenet")
+@register_model(
+    family="resnet_imagenet",
+    tiny=dict(input_shape=(32, 32, 3)),
+)
 def resnet152(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
               input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
               include_preprocessing=False, name="resnet152"):
@@ -711,7 +783,10 @@ def resnet152(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=N
         include_preprocessing=include_preprocessing, name=name)
 
 
-@register_model(family="resnet_imagenet")
+@register_model(
+    family="resnet_imagenet",
+    tiny=dict(input_shape=(32, 32, 3)),
+)
 def gresnet152(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
                input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
                include_preprocessing=False, name="gresnet152"):
@@ -726,7 +801,13 @@ def gresnet152(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=
         include_preprocessing=include_preprocessing, name=name)
 
 
-@register_model(family="resnet_imagenet")
+@register_model(
+    family="resnet_imagenet",
+    results=[paper(_HE_IMAGENET, 20.7, "imagenet")],
+    pretrained=[untrained("imagenet", input_shape=(224, 224, 3), classes=1000,
+                          preprocessing="meanstd")],
+    tiny=dict(input_shape=(32, 32, 3)),
+)
 def preact_resnet200(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
                      input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
                      include_preprocessing=False, name="preact_resnet200"):
@@ -741,7 +822,11 @@ def preact_resnet200(*, bn_momentum=0.9, include_top=True, weights=None, input_t
         include_preprocessing=include_preprocessing, name=name)
 
 
-@register_model(family="resnet_imagenet")
+@register_model(
+    family="resnet_imagenet",
+    results=[paper(_HE_IMAGENET, 21.8, "imagenet")],
+    tiny=dict(input_shape=(32, 32, 3)),
+)
 def resnet200(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
               input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
               include_preprocessing=False, name="resnet200"):
@@ -756,7 +841,10 @@ def resnet200(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=N
         include_preprocessing=include_preprocessing, name=name)
 
 
-@register_model(family="resnet_imagenet")
+@register_model(
+    family="resnet_imagenet",
+    tiny=dict(input_shape=(32, 32, 3)),
+)
 def gresnet200(*, bn_momentum=0.9, include_top=True, weights=None, input_tensor=None,
                input_shape=None, pooling=None, classes=1000, classifier_activation="softmax",
                include_preprocessing=False, name="gresnet200"):

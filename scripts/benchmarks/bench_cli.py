@@ -1,0 +1,194 @@
+"""The training path as a user runs it, against native PyTorch: ``keras-gresnet
+train gresnet_cifar --n 5`` (its seeded pipeline with GR's augmentation, its
+callbacks, run folder and epoch backups) on synthetic CIFAR-10 files in the
+official format, and a plain PyTorch loop over the same examples: the twin
+of ``scripts/benchmarks/torch_reference.py``, the same augmentation (pad 4, random
+32x32 crop, horizontal flip) on tensors, SGD with Nesterov momentum, in
+channels_last and NCHW (the faster counts), float32 and bfloat16 autocast.
+
+    python scripts/benchmarks/bench_cli.py --backends torch,tensorflow \\
+        --precisions float32,mixed_bfloat16 --examples 2560 --epochs 3 --rounds 2
+
+Every setup runs in its own process, the setups of a round one after the
+other and the rounds alternated, so that a ratio compares two runs a few
+minutes apart. Throughput: the training examples over the median of the
+epochs after the first (``history.csv``'s ``seconds``: training only, not
+the per-epoch test of 256 images nor the backup; the PyTorch loop times the
+same). Also printed: each command's whole wall time.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TEST_EXAMPLES = 256
+
+
+def keras_run(backend, precision, data_dir, examples, epochs, out):
+    command = [sys.executable, "-m", "keras_gresnet.cli", "train", "gresnet_cifar", "--n", "5",
+               "--dataset", "cifar10", "--data-dir", str(data_dir), "--epochs", str(epochs),
+               "--max-train-examples", str(examples),
+               "--max-test-examples", str(TEST_EXAMPLES), "--out", str(out)]
+    if precision != "float32":
+        command += ["--mixed-precision", precision]
+    env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
+    start = time.perf_counter()
+    result = subprocess.run(command, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if result.returncode != 0:
+        raise SystemExit(f"{backend} {precision}: exit {result.returncode}\n"
+                         f"{result.stderr[-2000:]}")
+    lines = (Path(out) / "history.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    seconds = [float(line.split(",")[header.index("seconds")]) for line in lines[1:]]
+    return seconds, wall
+
+
+def pytorch_worker(args):
+    """One PyTorch run; prints ``{"seconds": [...], "wall": s}``."""
+    start = time.perf_counter()
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+
+    sys.path.insert(0, str(HERE))
+    import torch_reference as ref
+
+    from keras_gresnet import data
+
+    torch.set_num_threads(args.threads or os.cpu_count())
+    torch.manual_seed(0)
+    images, labels = data.load("cifar10", "train", data_dir=args.data_dir)
+    test_images, test_labels = data.load("cifar10", "test", data_dir=args.data_dir)
+    images, labels = images[:args.examples], labels[:args.examples]
+    test_images, test_labels = test_images[:TEST_EXAMPLES], test_labels[:TEST_EXAMPLES]
+    mean = images.reshape(-1, 3).mean(axis=0) / 255.0
+    channels_last = args.layout == "channels_last"
+
+    def tensors(x):  # NHWC uint8 -> normalised NCHW float32
+        t = ref.to_torch_images((x / 255.0 - mean).astype("float32"), channels_last)
+        return t.contiguous(memory_format=torch.channels_last) if channels_last else t
+
+    x_all, y_all = tensors(images), torch.from_numpy(labels.astype("int64"))
+    x_test = tensors(test_images)
+    net = ref.build("gresnet_cifar")
+    if channels_last:
+        net = net.to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9, nesterov=True,
+                          weight_decay=1e-4)
+    mixed = args.precision != "float32"
+    rng = np.random.default_rng(0)
+    seconds = []
+    for _ in range(args.epochs):
+        epoch_start = time.perf_counter()
+        net.train()
+        order = torch.from_numpy(rng.permutation(len(y_all)))
+        for i in range(0, len(order), 128):
+            index = order[i:i + 128]
+            xb, yb = x_all[index], y_all[index]
+            padded = F.pad(xb, (4, 4, 4, 4))  # GR's augmentation, per example
+            dy, dx = rng.integers(0, 9, size=2)
+            xb = padded[:, :, dy:dy + 32, dx:dx + 32]
+            flip = torch.from_numpy(rng.random(len(index)) < 0.5)
+            xb = torch.where(flip[:, None, None, None], xb.flip(3), xb)
+            if channels_last:
+                xb = xb.contiguous(memory_format=torch.channels_last)
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=mixed):
+                out = net(xb)
+            loss = F.cross_entropy(out.float(), yb)
+            loss.backward()
+            opt.step()
+            (out.argmax(1) == yb).float().mean().item()  # Keras' logged accuracy
+        seconds.append(time.perf_counter() - epoch_start)
+        net.eval()
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=mixed):
+            net(x_test).float().softmax(1)
+    print(json.dumps(dict(seconds=seconds, wall=time.perf_counter() - start)))
+
+
+def pytorch_run(layout, precision, data_dir, examples, epochs, threads):
+    command = [sys.executable, __file__, "--worker", "--layout", layout, "--precision",
+               precision, "--data-dir", str(data_dir), "--examples", str(examples),
+               "--epochs", str(epochs)] + (["--threads", str(threads)] if threads else [])
+    start = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    if result.returncode != 0:
+        raise SystemExit(f"pytorch {layout} {precision}: exit {result.returncode}\n"
+                         f"{result.stderr[-2000:]}")
+    answer = json.loads(result.stdout.strip().splitlines()[-1])
+    return answer["seconds"], time.perf_counter() - start
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--backends", default="torch,tensorflow")
+    parser.add_argument("--precisions", default="float32,mixed_bfloat16")
+    parser.add_argument("--examples", type=int, default=2560)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=0, help="PyTorch's (default: the cores)")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--layout", default="channels_last", help=argparse.SUPPRESS)
+    parser.add_argument("--precision", default="float32", help=argparse.SUPPRESS)
+    parser.add_argument("--data-dir", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        return pytorch_worker(args)
+    if args.epochs < 2:
+        parser.error("--epochs must be at least 2 (the first epoch is not timed)")
+    from keras_gresnet.data.synthetic import write_synthetic
+
+    work = Path(tempfile.mkdtemp(prefix="bench_cli-"))
+    data_dir = work / "cifar10"
+    write_synthetic("cifar10", data_dir, args.examples, TEST_EXAMPLES)
+    setups = [(f"keras {b}", p) for b in args.backends.split(",") for p in
+              args.precisions.split(",")]
+    setups += [(f"pytorch {layout}", p) for layout in ("channels_last", "nchw")
+               for p in args.precisions.split(",")]
+    results = {setup: [] for setup in setups}
+    for round_ in range(args.rounds):
+        for name, precision in setups:
+            kind, what = name.split(" ")
+            if kind == "keras":
+                out = work / f"run-{what}-{precision}-{round_}"
+                seconds, wall = keras_run(what, precision, data_dir, args.examples,
+                                          args.epochs, out)
+            else:
+                seconds, wall = pytorch_run("channels_last" if what == "channels_last"
+                                            else "nchw", precision, data_dir, args.examples,
+                                            args.epochs, args.threads)
+            rate = args.examples / statistics.median(seconds[1:])
+            results[(name, precision)].append((rate, wall))
+            print(f"round {round_ + 1}: {name} {precision}: {rate:.1f} img/s, "
+                  f"command {wall:.1f} s", file=sys.stderr, flush=True)
+    # The CPU as every run folder records it (results.json's "machine").
+    finished = sorted(work.glob("run-*/results.json"))
+    cpu = json.loads(finished[0].read_text())["machine"] if finished else dict(
+        model="?", cores=os.cpu_count(), bf16="?")
+    print(f"\nCPU: {cpu['model']}, {cpu['cores']} cores, bf16 units: {cpu['bf16']}; "
+          f"{args.examples} examples x {args.epochs} epochs, medians of {args.rounds} rounds\n")
+    print("| setup | precision | img/s | / PyTorch | command s |")
+    print("|---|---|---:|---:|---:|")
+    for precision in args.precisions.split(","):
+        best = max(statistics.median(r for r, _ in results[(f"pytorch {layout}", precision)])
+                   for layout in ("channels_last", "nchw"))
+        for name, p in setups:
+            if p != precision:
+                continue
+            rate = statistics.median(r for r, _ in results[(name, p)])
+            wall = statistics.median(w for _, w in results[(name, p)])
+            print(f"| {name} | {p} | {rate:.1f} | {rate / best:.2f}x | {wall:.1f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
