@@ -28,14 +28,17 @@ GR_CIFAR10_N5_ERROR = {"resnet": 7.16, "gresnet": 6.67, "gresnet_k_decay": 7.04}
 # there); ``_catalog.PAPER_RESULTS`` is its Keras-free copy, by builder.
 _DATASET_NAMES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "imagenet": "ImageNet",
                   "mnist": "MNIST"}
-# Arguments that pick no architecture.
-_NOT_ARCHITECTURE = frozenset({"include_top", "weights", "input_tensor", "input_shape", "pooling",
-                               "classes", "classifier_activation", "include_preprocessing",
-                               "name"})
+# Builder arguments that pick no architecture (what a weight file fits or a
+# paper reports): the Keras Applications arguments, the input's own
+# normalisation (no weights), and a recorded call's builder.
+NOT_ARCHITECTURE = frozenset({"include_top", "weights", "input_tensor", "input_shape", "pooling",
+                              "classes", "classifier_activation", "include_preprocessing",
+                              "name", "builder"})
 
 
-def _plain(value):
-    return tuple(_plain(v) for v in value) if isinstance(value, (list, tuple)) else value
+def plain(value):
+    """``value`` with every list or tuple a tuple (hashable, comparable)."""
+    return tuple(plain(v) for v in value) if isinstance(value, (list, tuple)) else value
 
 
 def architecture(builder, builder_kwargs):
@@ -44,8 +47,8 @@ def architecture(builder, builder_kwargs):
     :data:`keras_gresnet._catalog.PAPER_RESULTS` holds a configuration."""
     defaults = dict(_catalog.MODEL_DEFAULTS.get(builder, ()))
     missing = object()
-    return {k: _plain(v) for k, v in builder_kwargs.items()
-            if k not in _NOT_ARCHITECTURE and _plain(v) != defaults.get(k, missing)}
+    return {k: plain(v) for k, v in builder_kwargs.items()
+            if k not in NOT_ARCHITECTURE and plain(v) != defaults.get(k, missing)}
 
 
 def paper_error(builder, builder_kwargs, dataset):

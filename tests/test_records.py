@@ -24,8 +24,10 @@ def _writer():
 
 
 @pytest.fixture
-def scratch_variant():
-    """A new variant, declared by one edit: the record beside its def."""
+def scratch_variant(monkeypatch):
+    """A new variant, declared by one edit: the record beside its def
+    (forgotten afterwards)."""
+    monkeypatch.setattr(builders, "_MODELS", dict(builders._MODELS))
 
     @builders.register_model(
         family="resnet_cifar",
@@ -44,8 +46,7 @@ def scratch_variant():
                                  classifier_activation=classifier_activation,
                                  include_preprocessing=include_preprocessing, name=name)
 
-    yield scratch_gresnet
-    builders._MODELS.pop("scratch_gresnet")
+    return scratch_gresnet
 
 
 def test_a_new_variant_is_one_record(scratch_variant, monkeypatch):

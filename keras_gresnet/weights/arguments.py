@@ -6,15 +6,10 @@ import json
 import os
 from pathlib import Path
 
+from keras_gresnet.papers import NOT_ARCHITECTURE
 from keras_gresnet.weights.registry import (
     get_weights, published, read_registry,
 )
-# Builder arguments that do not decide the architecture a weight file fits
-# (the preprocessing layer has no weights).
-_NOT_ARCHITECTURE = frozenset({
-    "include_top", "weights", "input_tensor", "input_shape", "pooling", "classes",
-    "classifier_activation", "include_preprocessing", "name", "builder",
-})
 # Arguments that only act in training: k is loaded, BN momentum and dropout
 # change nothing at inference.
 _TRAINING_ONLY = frozenset({"k_initial", "bn_momentum", "dropout"})
@@ -35,7 +30,7 @@ def _architecture(builder, builder_kwargs):
     params = inspect.signature(builder).parameters
     arch = {}
     for key, value in builder_kwargs.items():
-        if key in _NOT_ARCHITECTURE or key in _TRAINING_ONLY:
+        if key in NOT_ARCHITECTURE or key in _TRAINING_ONLY:
             continue
         default = params[key].default if key in params else inspect.Parameter.empty
         if default is inspect.Parameter.empty or canonical(value) != canonical(default):
@@ -94,7 +89,7 @@ def check_fits(entry, builder, builder_kwargs, input_shape=None):
             problems.append(f"input_shape {shape} is not {trained_shape} (another size is "
                             f"taken with include_top=False, the channels kept)")
     if problems:
-        asked = {k: v for k, v in (builder_kwargs or {}).items() if k not in _NOT_ARCHITECTURE}
+        asked = {k: v for k, v in (builder_kwargs or {}).items() if k not in NOT_ARCHITECTURE}
         shape = "" if input_shape is None else f" with input_shape {tuple(input_shape)}"
         raise ValueError(
             f"weights {entry['name']!r} were trained for "

@@ -132,13 +132,13 @@ _COMMAND_DATASETS = {"imagenet": "imagenet2012"}
 def model_defaults(builder):
     """``{argument: default}`` of ``builder``'s plain (JSON) architecture
     defaults, tuples for sequences."""
-    from keras_gresnet.papers import _NOT_ARCHITECTURE, _plain
+    from keras_gresnet.papers import NOT_ARCHITECTURE, plain
 
     found = {}
     for name, parameter in inspect.signature(builder).parameters.items():
-        value = _plain(parameter.default)
+        value = plain(parameter.default)
         flat = value if isinstance(value, tuple) else (value,)
-        if (name not in _NOT_ARCHITECTURE and parameter.default is not inspect.Parameter.empty
+        if (name not in NOT_ARCHITECTURE and parameter.default is not inspect.Parameter.empty
                 and all(isinstance(v, _PLAIN) for v in flat)):
             found[name] = value
     return found
@@ -148,13 +148,13 @@ def paper_results(defaults):
     """``{builder: ((arguments, dataset, where, error), ...)}`` from every
     record's results, the arguments without the builder's defaults."""
     from keras_gresnet import zoo
-    from keras_gresnet.papers import _NOT_ARCHITECTURE, _plain
+    from keras_gresnet.papers import NOT_ARCHITECTURE, plain
 
     found = {}
     for name in zoo.list_models():
         for result in zoo.model_builder(name).results:
-            arguments = {k: _plain(v) for k, v in result["arguments"].items()
-                         if k not in _NOT_ARCHITECTURE and _plain(v) != defaults[name].get(k)}
+            arguments = {k: plain(v) for k, v in result["arguments"].items()
+                         if k not in NOT_ARCHITECTURE and plain(v) != defaults[name].get(k)}
             found.setdefault(name, []).append(
                 (tuple(sorted(arguments.items())), result["dataset"], result["where"],
                  result["error"]))
