@@ -21,7 +21,8 @@ _MOVED = {
     "recipes": "keras_gresnet.training.recipes",
     "distributed": "keras_gresnet.training.backends.tensorflow_multiworker",
 }
-__all__ = [*_SUBMODULES, "__version__", "decode_predictions", "load_model", "preprocess_input"]
+__all__ = [*_SUBMODULES, "__version__", "data_config", "decode_predictions", "load_model",
+           "preprocess_input"]
 
 
 def decode_predictions(preds, source, top=5):
@@ -41,13 +42,29 @@ def _register_with_keras():
     importlib.import_module("keras_gresnet.optimizers")
 
 
+def _register_with_keras_hub():
+    """Register the zoo's KerasHub classes (backbone, image classifier,
+    preprocessor, image converter), so that
+    ``keras_hub.models.ImageClassifier.from_preset`` loads a preset of this
+    package after ``import keras_gresnet``."""
+    importlib.import_module("keras_gresnet.zoo.kerashub")
+
+
+# The registration each module needs once it is imported, whoever imports it.
+_REGISTER_AFTER = {"keras": _register_with_keras, "keras_hub": _register_with_keras_hub}
+
+
 class _AfterKeras(importlib.abc.MetaPathFinder):
     """``import keras_gresnet`` stays Keras-free (the command line starts
-    without TensorFlow); the registration runs once Keras itself is imported,
-    whoever imports it, right after its module is executed."""
+    without TensorFlow); the registration runs once Keras (and KerasHub)
+    itself is imported, whoever imports it, right after its module is
+    executed."""
+
+    def __init__(self, name):
+        self.name = name
 
     def find_spec(self, name, path=None, target=None):
-        if name != "keras":
+        if name != self.name:
             return None
         sys.meta_path.remove(self)  # once; the spec itself from the usual finders
         spec = importlib.util.find_spec(name)
@@ -58,18 +75,23 @@ class _AfterKeras(importlib.abc.MetaPathFinder):
         def exec_module(module):
             execute(module)
             try:
-                _register_with_keras()
-            except ImportError:  # a package the zoo needs is missing: `import keras` still works,
+                _REGISTER_AFTER[name]()
+            except ImportError:  # a package the zoo needs is missing: the import still works,
                 pass             # and loading a zoo file says what is missing
 
         spec.loader.exec_module = exec_module
         return spec
 
 
-if sys.modules.get("keras") is not None:
-    _register_with_keras()
-elif not any(isinstance(finder, _AfterKeras) for finder in sys.meta_path):
-    sys.meta_path.insert(0, _AfterKeras())
+for _name, _register in _REGISTER_AFTER.items():
+    if sys.modules.get(_name) is not None:
+        try:
+            _register()
+        except ImportError:
+            if _name != "keras_hub":
+                raise
+    elif not any(isinstance(f, _AfterKeras) and f.name == _name for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterKeras(_name))
 
 
 def load_model(source, *, compile=True):
@@ -101,6 +123,16 @@ def preprocess_input(x, source):
     :func:`keras_gresnet.zoo.pixels.preprocess_input`."""
     pixels = importlib.import_module("keras_gresnet.zoo.pixels")
     return pixels.preprocess_input(x, source)
+
+
+def data_config(source):
+    """What the model of ``source`` takes (timm's ``resolve_data_config``:
+    input size, channels, layout, pixels, preprocessing with its mean and
+    std, interpolation, crop, classes), for any source: a published name,
+    a ``.keras`` file, a run or preset folder, ``hf://``, the model object,
+    an exported artefact; :func:`keras_gresnet.zoo.pixels.data_config`."""
+    pixels = importlib.import_module("keras_gresnet.zoo.pixels")
+    return pixels.data_config(source)
 
 
 def __getattr__(name):

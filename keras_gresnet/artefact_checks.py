@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from keras_gresnet.artefacts import (
-    ArtefactRefused, _guess_format, _onnx_proto, _require, _shown,
+    ArtefactRefused, _guess_format, _onnx_proto, _require, _shown, read_contract,
 )
 from keras_gresnet.files import read_bounded
 from keras_gresnet.limits import MAX_LITERT_BYTES, MAX_SAVED_MODEL_PB_BYTES
@@ -263,3 +263,12 @@ def check_artefact(path, format=None):
     {"tf_saved_model": check_saved_model, "onnx": check_onnx, "litert": check_litert}[
         format](path)
 
+
+
+def checked_contract(path, format=None):
+    """The contract the artefact at ``path`` carries
+    (:func:`keras_gresnet.artefacts.read_contract`), read once every op in
+    it has passed :func:`check_artefact`: an artefact a door reads or runs
+    is checked first, whatever it claims."""
+    check_artefact(path, format)
+    return read_contract(path)

@@ -3,7 +3,10 @@ SavedModel folder, an ONNX file or a LiteRT file into ``f(x) -> numpy
 array`` through ``tf.saved_model.load``, onnxruntime or the LiteRT
 interpreter (:data:`RUNTIMES`), once
 :func:`keras_gresnet.artefact_checks.check_artefact` has passed every op in
-it, and a runtime's failure on the file becomes one ``ValueError`` naming it.
+it, its input cast to the dtype its contract states (raw uint8 pixels
+taken), and a runtime's failure on the file becomes one ``ValueError``
+naming it; :func:`exported_predictor` takes raw pictures to probabilities
+through it, by the contract.
 """
 
 import contextlib
@@ -13,9 +16,10 @@ import numpy as np
 
 from keras_gresnet._cpu import cores
 from keras_gresnet._text import printable
-from keras_gresnet.artefact_checks import check_artefact
+from keras_gresnet.artefact_checks import check_artefact, checked_contract
 from keras_gresnet.artefacts import (
-    FORMATS, ArtefactRefused, _accepted, _guess_format, _require, _shown,
+    DEFAULT_INPUT_DTYPE, FORMATS, ArtefactRefused, _accepted, _guess_format, _require, _shown,
+    contract_picture, read_contract,
 )
 
 # The runtime that loads each format back: alternatives, first found wins.
@@ -29,7 +33,11 @@ RUNTIMES = {
 def load_exported(path, format=None):
     """A function ``f(x) -> numpy array``: the artefact at ``path`` run by its
     own runtime (``tf.saved_model.load``, ``onnxruntime``, the LiteRT
-    interpreter), on one float32 input batch. ``format``: one of
+    interpreter), on one input batch: any real-number array (raw uint8
+    pixels as pictures are decoded, floats), cast to the ``input_dtype`` the
+    contract states (float32 where it states none, as every export does);
+    an array of another kind (bool, complex, strings, objects) is one
+    ``ValueError`` naming the dtype the artefact takes. ``format``: one of
     :data:`FORMATS`; default from ``path`` (a folder is a SavedModel).
 
     An artefact is data, never a program: before its runtime sees it, every
@@ -46,6 +54,7 @@ def load_exported(path, format=None):
         raise ValueError(f"Unknown format {format!r}; accepted: {_accepted()}")
     runtime = _require(RUNTIMES[format], f"loading format={format!r}")
     check_artefact(path, format)  # every op checked before the runtime sees the file
+    dtype = read_contract(path).get("input_dtype", DEFAULT_INPUT_DTYPE)
     with _runtime_errors(path, "loaded"):
         if format == "tf_saved_model":
             function = _saved_model_function(path)
@@ -55,10 +64,22 @@ def load_exported(path, format=None):
             function = _litert_function(path, runtime)
 
     def predict(x):
+        x = _input(x, dtype, path)
         with _runtime_errors(path, "run"):
             return function(x)
 
     return predict
+
+
+def _input(x, dtype, path):
+    """``x`` cast to the artefact's input ``dtype``: a real-number array
+    (uint8 raw pixels, integers, floats) is; anything else is one line
+    naming the dtype the artefact takes."""
+    x = np.asarray(x)
+    if x.dtype.kind not in "uif":  # bool, complex, strings, objects, dates
+        raise ValueError(f"{_shown(path)} takes {dtype} pixels (raw 0-255; a uint8 array is "
+                         f"cast to {dtype}), got an array of dtype {printable(str(x.dtype))}")
+    return x.astype(dtype, copy=False)
 
 
 @contextlib.contextmanager
@@ -102,7 +123,7 @@ def _saved_model_function(path):
                               f"serving_default signature")
 
     def predict(x, _loaded=loaded):  # _loaded: serve holds its variables weakly
-        y = serve(tf.constant(np.asarray(x, dtype="float32")))
+        y = serve(tf.constant(x))
         if isinstance(y, dict):  # a signature returns {name: tensor}
             (y,) = y.values()
         return np.asarray(y)
@@ -124,7 +145,7 @@ def _onnx_function(path):
     (name,) = inputs
 
     def predict(x):
-        return session.run(None, {name: np.asarray(x, dtype="float32")})[0]
+        return session.run(None, {name: x})[0]
 
     return predict
 
@@ -162,7 +183,6 @@ def _litert_function(path, runtime):
         return np.array(interpreter.get_tensor(outputs["index"]))
 
     def predict(x):
-        x = np.asarray(x, dtype="float32")
         if batch < 0:
             return run(x)
         # A fixed batch (LiteRT from the torch backend): run it in chunks.
@@ -170,8 +190,43 @@ def _litert_function(path, runtime):
         for start in range(0, len(x), batch):
             part = x[start:start + batch]
             padded = np.concatenate([part, np.zeros((batch - len(part), *x.shape[1:]),
-                                                    "float32")])
+                                                    x.dtype)])
             chunks.append(run(padded)[:len(part)])
         return np.concatenate(chunks)
 
     return predict
+
+
+EXPORTED_BATCH = 256  # pictures per call of an exported artefact
+
+
+def exported_predictor(path):
+    """``(image_shape, class_names, predict)`` of an exported artefact (a
+    ``.onnx``, ``.tflite`` or SavedModel folder of
+    :func:`keras_gresnet.export.export`), from the contract it carries:
+    ``predict(pictures)`` runs the artefact's own runtime (onnxruntime, the
+    LiteRT interpreter, TensorFlow) on a batch of raw pictures ``(N, height,
+    width, channels)`` (uint8, as :func:`keras_gresnet.predictions.read_pictures`
+    decodes them), laid out as the contract says, and returns its outputs.
+    Only an artefact that takes raw 0-255 pixels (the export's default) is
+    accepted: its normalisation is inside it, so nothing is left to apply
+    here."""
+    contract = checked_contract(path)  # its ops first: a foreign op is refused, whatever it claims
+    if contract.get("pixels") != "raw 0-255":
+        raise ValueError(
+            f"{_shown(path)}: predict and evaluate take an artefact exported to take raw 0-255 "
+            f"pixels (keras-gresnet export's default); its contract says pixels "
+            f"{printable(str(contract.get('pixels', 'nothing')))[:40]!r}")
+    layout, image_shape = contract_picture(path, contract)
+    run = load_exported(path)
+
+    def predict(pictures):
+        x = np.asarray(pictures)
+        if layout == "NCHW":
+            x = x.transpose(0, 3, 1, 2)
+        elif layout == "flat":
+            x = x.reshape(len(x), -1)
+        return np.concatenate([run(x[i:i + EXPORTED_BATCH])
+                               for i in range(0, len(x), EXPORTED_BATCH)])
+
+    return image_shape, contract.get("class_names"), predict

@@ -146,6 +146,11 @@ def _no_constant(name):
     raise ValueError(f"{name} is not a number a contract holds")
 
 
+# The input dtypes a contract may state (``input_dtype``); an artefact whose
+# contract states none takes float32, as every export before the field did.
+INPUT_DTYPES = ("float32", "float16", "float64", "uint8")
+DEFAULT_INPUT_DTYPE = "float32"
+
 # The contract's fields and the types a reader relies on.
 CONTRACT_TYPES = {
     "pixels": (lambda v: isinstance(v, str), "a string"),
@@ -155,6 +160,12 @@ CONTRACT_TYPES = {
         for d in v if d is not None), "a list of sizes (null: any)"),
     "class_names": (lambda v: isinstance(v, list) and all(isinstance(c, str) for c in v),
                     "a list of strings"),
+    "input_dtype": (lambda v: v in INPUT_DTYPES, "one of " + ", ".join(INPUT_DTYPES)),
+    "preprocessing": (lambda v: isinstance(v, dict) and isinstance(v.get("method"), str) and all(
+        v.get(key) is None or (isinstance(v[key], list) and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) for x in v[key]))
+        for key in ("mean", "std")), "an object with a method and lists of numbers"),
+    **{key: (lambda v: isinstance(v, str), "a string") for key in ("source", "dataset", "license")},
 }
 
 
@@ -224,3 +235,23 @@ def _onnx_proto(path):
         raise ValueError(f"{_shown(path)} is not an ONNX model (it holds no graph); not run")
     return proto
 
+
+def contract_picture(path, contract):
+    """``(layout, (height, width, channels))``: the picture the artefact at
+    ``path`` takes by its ``contract`` (``"NHWC"``, ``"NCHW"``, or
+    ``"flat"``: a square grey picture's pixels in a row), by the folders'
+    rule (:func:`keras_gresnet.data.folders.checked_image_shape`); one
+    ``ValueError`` naming the artefact where the contract gives no picture
+    input."""
+    from keras_gresnet.data.folders import checked_image_shape
+
+    layout, shape = contract.get("input_layout"), tuple(contract.get("input_shape") or ())
+    try:
+        if layout == "NCHW" and len(shape) == 3:
+            return layout, checked_image_shape((shape[1], shape[2], shape[0]))
+        if layout in ("NHWC", "flat"):
+            return layout, checked_image_shape(shape)
+    except ValueError:
+        pass
+    raise ArtefactRefused(f"{_shown(path)}: its contract gives no picture input (input_layout "
+                          f"{printable(str(layout))[:20]!r}, input_shape {list(shape)})")

@@ -6,6 +6,7 @@
                         [--out ...] [--strategy ...] [--tensorboard]
                         [--mixed-precision mixed_float16|mixed_bfloat16]
                         [--workers host:port,... --worker-index i]
+    keras-gresnet finetune SOURCE --dataset folder --data-dir DIR --out RUN [--seed N]
     keras-gresnet evaluate RUN_FOLDER_OR_MODEL_FILE
     keras-gresnet weights list ['*mlp*'] | download NAME | verify [NAME]
                           [--cache-dir DIR]
@@ -27,10 +28,10 @@ import json
 import math
 import os
 import sys
-import time
 from pathlib import Path
 
 from keras_gresnet._cpu import split_cpu_for_jax
+from keras_gresnet.artefacts import is_artefact
 from keras_gresnet._text import LONGEST_ECHO, printable, shortened, shown
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
@@ -123,9 +124,10 @@ def _recipe_fields_help(fields):
 
 
 def cmd_list(args):
-    """List the zoo's builders (from the catalog: no TensorFlow import); with
-    --build, build every paper configuration and print its depth, gates and
-    parameter counts."""
+    """List the zoo's builders; with --build, every paper configuration with
+    its layers, gates and parameters, counted by building it when the
+    catalog was written (``_catalog.PAPER_CONFIGS``). Both from the catalog:
+    no Keras, no TensorFlow, no model built."""
     import fnmatch
 
     from keras_gresnet._catalog import MODELS
@@ -138,22 +140,12 @@ def cmd_list(args):
         for name in names:
             print(f"{name:20s} {MODELS[name]}")
         return
-    from keras_gresnet import zoo
+    from keras_gresnet._catalog import PAPER_CONFIGS
 
-    rows = []
-    for name in names:
-        for config in zoo.model_builder(name).paper_configs:
-            start = time.perf_counter()
-            model = zoo.get_model(name, **config)
-            seconds = time.perf_counter() - start
-            s = zoo.summarize(model)
-            arguments = ", ".join(f"{k}={v!r}" for k, v in config.items())
-            rows.append((name, arguments, s["depth"], s["gates"],
-                         f"{s['params'] / 1e6:.3f}M", f"{seconds:.1f}s"))
-            print(f"built {name}({arguments})", file=sys.stderr, flush=True)
-            del model
-    _print_table(rows, ("builder", "arguments", "layers", "gates", "params", "build"),
-                 text_columns=2)
+    rows = [(name, ", ".join(f"{k}={v!r}" for k, v in arguments), layers, gates,
+             f"{params / 1e6:.3f}M")
+            for name in names for arguments, layers, gates, params in PAPER_CONFIGS[name]]
+    _print_table(rows, ("builder", "arguments", "layers", "gates", "params"), text_columns=2)
 
 
 def _finite(value):
@@ -332,6 +324,49 @@ def cmd_train(args, extra):
               f"{printable(run.out / training.TENSORBOARD)}")
 
 
+def precheck_finetune(args, extra):
+    """What a finetune command is refused for before any backend is
+    imported: extra words, a dataset other than a picture folder, a
+    --data-dir that is no folder, an exported artefact as SOURCE, and an
+    --out folder another live process holds (its lock)."""
+    from keras_gresnet.artefacts import is_artefact
+
+    if extra:
+        raise ValueError(f"unexpected arguments {shown(extra)}")
+    if args.dataset != "folder":
+        raise ValueError(f"--dataset {shown(args.dataset)}: finetune reads a picture folder, "
+                         f"--dataset folder --data-dir DIR (one subfolder per class)")
+    if not os.path.isdir(args.data_dir):
+        raise ValueError(f"--data-dir {shown(args.data_dir)}: no such folder; give a folder "
+                         f"of pictures with one subfolder per class")
+    if is_artefact(args.source):
+        raise ValueError(f"{shown(args.source)} is an exported artefact, which cannot be "
+                         f"fine-tuned: fine-tune the .keras file, run folder, preset or "
+                         f"published name it was exported from")
+    if os.path.isdir(args.out):
+        from keras_gresnet.runlock import RunLock
+
+        RunLock(args.out).check()
+
+
+def cmd_finetune(args, extra):
+    """Fine-tune SOURCE on a picture folder into a run folder
+    (:func:`keras_gresnet.finetune_run.finetune_run`)."""
+    from keras_gresnet.finetune_run import finetune_run
+
+    run = finetune_run(
+        args.source, data_dir=args.data_dir, out=args.out, seed=args.seed,
+        overwrite=args.overwrite, head_epochs=args.head_epochs, full_epochs=args.full_epochs,
+        head_lr=args.head_lr, full_lr=args.full_lr, optimizer=args.optimizer,
+        batch_size=args.batch_size, schedule=args.schedule,
+        verbose="auto" if sys.stdout.isatty() else 2)
+    r = run.results
+    print(f"{printable(args.source)} fine-tuned on {len(run.config['data']['class_names'])} "
+          f"classes of {printable(args.data_dir)}: test error {r['test_error_percent']:.2f}% "
+          f"(loss {r['test_loss']:.4f}) on its {run.config['data']['num_test']} held-out "
+          f"pictures after {r['epochs']} epochs; run folder {printable(run.out)}")
+
+
 def cmd_evaluate(args, extra):
     from keras_gresnet import training
 
@@ -352,6 +387,10 @@ def cmd_gates(args, extra):
 
     if extra:
         raise ValueError(f"unexpected arguments {shown(extra)}")
+    if is_artefact(args.path):
+        raise ValueError(f"{shown(args.path)}: an exported artefact has no gates (its ops hold "
+                         f"the net's arithmetic, not its layers): run gates on the model it "
+                         f"was exported from")
     model = zoo.resolve(args.path).model
     values = analysis.gate_values(model)
     if not values:
@@ -403,6 +442,10 @@ def cmd_prune(args, extra):
                              f"block once")
     if args.out and not args.out.endswith(".keras"):
         raise ValueError(f"--out must end in .keras, got {shown(args.out)}")
+    if is_artefact(args.path):
+        raise ValueError(f"{shown(args.path)}: an exported artefact cannot be pruned (it holds "
+                         f"no Keras blocks): prune the model it was exported from, then export "
+                         f"the pruned .keras")
     resolved = zoo.resolve(args.path)
     model = resolved.model
     if args.zero_gates:
@@ -606,7 +649,8 @@ def build_parser():
     p = sub.add_parser("list", help="list the zoo's models")
     p.add_argument("pattern", nargs="?", default="*", help="shell wildcard, e.g. '*gresnet*'")
     p.add_argument("--build", action="store_true",
-                   help="build every paper configuration and print layers, gates, params")
+                   help="every paper configuration with its layers, gates and parameters "
+                   "(counted by building it when the package's catalog was written)")
     p.set_defaults(func=lambda a, extra: cmd_list(a))
 
     from keras_gresnet import _catalog
@@ -640,8 +684,39 @@ def build_parser():
     p.set_defaults(func=cmd_train, precheck=precheck_train,
                    flags=tuple(f for f in p._option_string_actions if f.startswith("--")))
 
+    p = sub.add_parser(
+        "finetune", help="fine-tune a pretrained model on a picture folder, into a run folder",
+        description=_wrapped(
+            "Fine-tune SOURCE on the classes of a picture folder (one subfolder per class) in "
+            "Keras' two phases (a new head on the frozen body, then the body), into a run "
+            "folder as train writes one (resumable: the same command continues an "
+            "unfinished run). With one --seed, two runs on one machine give the same "
+            "weights to the bit."))
+    p.add_argument("source", help=_SOURCE_HELP + " (not an exported artefact)")
+    p.add_argument("--dataset", default="folder", help="folder (the only one: a picture folder)")
+    p.add_argument("--data-dir", required=True,
+                   help="the picture folder; its test part (0.2 of each class, by the seed) is "
+                   "held out, or its test/ folder beside train/")
+    p.add_argument("--out", required=True, help="the run folder")
+    p.add_argument("--seed", type=seed_option, default=0,
+                   help="seeds the new head, the held-out split and every epoch's order "
+                   "(default 0)")
+    p.add_argument("--overwrite", action="store_true", help="fine-tune a finished run again")
+    p.add_argument("--head-epochs", type=int, default=5, help="phase 1's epochs (default 5)")
+    p.add_argument("--full-epochs", type=int, help="phase 2's epochs (default: 25 for a conv "
+                   "net, 50 for an MLP)")
+    p.add_argument("--head-lr", type=float, default=1e-2, help="phase 1's rate (default 0.01)")
+    p.add_argument("--full-lr", type=float, help="phase 2's rate (default: 0.001 for a conv "
+                   "net, 0.02 for an MLP)")
+    p.add_argument("--optimizer", default="adam", help="a Keras optimizer name (default adam)")
+    p.add_argument("--batch-size", type=int, default=32, help="default 32")
+    p.add_argument("--schedule", default="cosine", help="cosine (default) or constant")
+    p.set_defaults(func=cmd_finetune, precheck=precheck_finetune)
+
     p = sub.add_parser("evaluate", help="test error of a model on raw pictures of its test set")
-    p.add_argument("path", metavar="model", help=_SOURCE_HELP)
+    p.add_argument("path", metavar="model", help=_SOURCE_HELP + ", or an artefact of "
+                   "`keras-gresnet export` (.onnx, .tflite, SavedModel folder), run by its own "
+                   "runtime")
     p.add_argument("--dataset", help="the test set (default: a run's own, else the dataset the "
                    "model's card records): mnist, fashion_mnist, cifar10, cifar100, folder")
     p.add_argument("--data-dir", help="where the dataset's files (or a picture folder) are")
@@ -764,7 +839,7 @@ def _missing_backend():
 
 
 # Commands that need Keras (and so its backend); the others only read JSON.
-_NEEDS_KERAS = ("train", "evaluate", "gates", "prune", "export", "predict")
+_NEEDS_KERAS = ("train", "finetune", "evaluate", "gates", "prune", "export", "predict")
 # Errors of the environment, not of the program: one line, exit 2.
 _ENVIRONMENT_ERRNOS = frozenset(
     getattr(errno, name) for name in
@@ -803,7 +878,7 @@ def main(argv=None):
             if debug:
                 raise
             return _error(args.command, error)
-    if args.command in _NEEDS_KERAS or getattr(args, "build", False):
+    if args.command in _NEEDS_KERAS:
         missing = _missing_backend()
         if missing:
             return _error(args.command, missing)
@@ -822,7 +897,8 @@ def main(argv=None):
         if debug:
             raise
         # Every file a run wrote is complete (atomic writes): say how to go on.
-        again = " (the same command resumes the run)" if args.command == "train" else ""
+        again = " (the same command resumes the run)" \
+            if args.command in ("train", "finetune") else ""
         print(f"\nkeras-gresnet {args.command}: interrupted{again}", file=sys.stderr)
         return 130
     except FileNotFoundError as error:

@@ -193,20 +193,23 @@ def _disk_error(error, tmp, out):
 def artefact_contract(resolved, model):
     """What an artefact of ``model`` (exported from ``resolved``) takes and
     gives, as plain JSON-ready values: its pixels (``"raw 0-255"`` or
-    ``"normalised"``), input layout and shape, the preprocessing, class
-    names, source, dataset, licence and this package's version."""
+    ``"normalised"``), input layout, shape and dtype (``input_dtype``: what
+    its runtime is fed; :func:`load_exported` casts raw uint8 pixels to it),
+    the preprocessing, class names, source, dataset, licence and this
+    package's version."""
     import keras
 
     from keras_gresnet._version import __version__
     from keras_gresnet.layers import takes_raw_pixels
 
     shape = list(model.input_shape[1:])
+    dtype = keras.backend.standardize_dtype(model.inputs[0].dtype)
     layout = "flat" if len(shape) == 1 else (
         "NCHW" if keras.config.image_data_format() == "channels_first" else "NHWC")
     card = resolved.card
     return {key: value for key, value in dict(
         pixels="raw 0-255" if takes_raw_pixels(model) else "normalised",
-        input_layout=layout, input_shape=shape,
+        input_layout=layout, input_shape=shape, input_dtype=dtype,
         preprocessing=card.get("preprocessing"), class_names=card.get("class_names"),
         source=card.get("source") or resolved.source, dataset=card.get("dataset"),
         license=card.get("license"), keras_gresnet_version=__version__,

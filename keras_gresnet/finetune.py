@@ -45,15 +45,18 @@ them again, set ``layer.trainable = True`` on each layer and recompile
 while the model's own flag is already ``True``).
 """
 
+import dataclasses
 import math
 import os
 
 import keras
 
 from keras_gresnet import zoo
-from keras_gresnet._checks import check_choice, check_int, check_positive
+from keras_gresnet._checks import check_choice, check_int, check_positive, check_seed
+from keras_gresnet._text import printable, shortened
 from keras_gresnet.finetune_data import (
-    RAW_PIXELS_ABOVE, _fit_data, _folder_data, _is_batches, _is_raw, dataset_class_names,
+    RAW_PIXELS_ABOVE, EpochBatches, _fit_data, _folder_data, _is_batches, _is_raw,
+    dataset_class_names,
 )
 from keras_gresnet.layers import ZooModel, all_layers, takes_raw_pixels
 from keras_gresnet.training.loss import cross_entropy, logits_head
@@ -188,12 +191,13 @@ def _optimizer_class(name):
         ) from None
 
 
-def _cosine(lr, epochs):
-    """Half a cosine from ``lr`` (first epoch) towards 0 (after the last),
-    set at the start of each epoch: the number of steps per epoch of a
-    ``tf.data.Dataset`` need not be known."""
+def _cosine(lr, epochs, first=0):
+    """Half a cosine from ``lr`` (the phase's first epoch, ``first`` counted
+    over the whole run) towards 0 (after its ``epochs``), set at the start of
+    each epoch: the number of steps per epoch of a ``tf.data.Dataset`` need
+    not be known."""
     return keras.callbacks.LearningRateScheduler(
-        lambda epoch: lr * 0.5 * (1 + math.cos(math.pi * epoch / epochs))
+        lambda epoch: lr * 0.5 * (1 + math.cos(math.pi * (epoch - first) / epochs))
     )
 
 
@@ -234,6 +238,7 @@ def finetune(
     optimizer="adam",
     batch_size=32,
     schedule="cosine",
+    seed=None,
     verbose="auto",
 ):
     """Fine-tune ``model`` on ``classes`` new classes: a fresh head trained on
@@ -322,6 +327,18 @@ def finetune(
             error still wanders by a point or more late in the run, so
             where the run stops decides its result; the decay ends it at a
             settled point.
+        seed: ``None`` (default: whatever the global seeds give, Keras'
+            own shuffling of arrays), or an integer in ``[0, 2**31 - 1]``
+            that makes the run repeatable: Python's, numpy's and the
+            backend's generators are seeded with it before the new head is
+            drawn (``keras.utils.set_random_seed``; TensorFlow's ops made
+            deterministic where TensorFlow runs), a folder's test part is
+            held out by it, and array data (a folder's too) is read in an
+            order that is a function of ``(seed, epoch)``
+            (:class:`~keras_gresnet.finetune_data.EpochBatches`). Two runs
+            with one seed on one machine give the same weights to the bit
+            (``tests/test_finetune_run.py``). A ``tf.data.Dataset`` shuffles
+            itself: seed it too.
         verbose: ``model.fit``'s verbosity; default ``"auto"``, Keras'
             progress (0 turns it off).
 
@@ -335,7 +352,74 @@ def finetune(
         ...}``, each phase's ``History.history`` (``{}`` for a skipped phase;
         with the cosine schedule it holds each epoch's ``learning_rate``).
     """
-    classes = check_int(classes, "classes", 1)
+    plan = prepare(model, train_data, classes=classes, validation_data=validation_data,
+                   head_epochs=head_epochs, full_epochs=full_epochs, head_lr=head_lr,
+                   full_lr=full_lr, optimizer=optimizer, batch_size=batch_size,
+                   schedule=schedule, seed=seed)
+    return train_phases(plan, verbose=verbose)
+
+
+def refuse_artefact(source, argument="model"):
+    """One line refusing an exported artefact as the source of a fine-tuning:
+    it holds no trainable Keras model."""
+    from keras_gresnet.artefacts import is_artefact
+
+    if is_artefact(source):
+        raise ValueError(
+            f"{argument}={shortened(printable(os.fspath(source)), 300)!r} is an exported "
+            f"artefact, which cannot be fine-tuned: fine-tune the .keras file, run folder, "
+            f"preset or published name it was exported from")
+
+
+@dataclasses.dataclass
+class Plan:
+    """A fine-tuning checked and ready to train (:func:`prepare`): the net
+    with its new head, the data as ``model.fit`` takes it, and each phase's
+    settings."""
+
+    net: keras.Model
+    resolved: object
+    x: object
+    y: object
+    validation_data: object
+    class_names: list
+    head_epochs: int
+    full_epochs: int
+    head_lr: float
+    full_lr: float
+    optimizer_class: type
+    batch_size: int
+    schedule: str
+    seed: object
+
+    def phases(self):
+        """``(name, set_trainable, first epoch, stop epoch, lr)`` of each
+        phase, its epochs counted over the whole run."""
+        head, full = self.head_epochs, self.full_epochs
+        return (("head", freeze_body, 0, head, self.head_lr),
+                ("full", unfreeze_body, head, head + full, self.full_lr))
+
+
+def seed_everything(seed):
+    """Seed Python, numpy and the backend with ``seed``; where TensorFlow
+    runs, make its ops deterministic too (as :func:`keras_gresnet.training.train`)."""
+    import sys
+
+    keras.utils.set_random_seed(seed)
+    tf = sys.modules.get("tensorflow")
+    if tf is not None:
+        tf.config.experimental.enable_op_determinism()
+
+
+def prepare(model, train_data, *, classes, validation_data=None, head_epochs=5,
+            full_epochs=None, head_lr=1e-2, full_lr=None, optimizer="adam", batch_size=32,
+            schedule="cosine", seed=None):
+    """:func:`finetune`'s arguments checked, its data read and the net with
+    its new head made (after seeding, with a ``seed``): a :class:`Plan`, for
+    :func:`train_phases`. ``classes=None`` takes a folder's own count."""
+    refuse_artefact(model)
+    if classes is not None or not isinstance(train_data, (str, os.PathLike)):
+        classes = check_int(classes, "classes", 1)
     head_epochs = check_int(head_epochs, "head_epochs", 0)
     if full_epochs is not None:
         full_epochs = check_int(full_epochs, "full_epochs", 0)
@@ -345,34 +429,71 @@ def finetune(
     optimizer_class = _optimizer_class(optimizer)
     batch_size = check_int(batch_size, "batch_size", 1)
     check_choice(schedule, "schedule", SCHEDULES)
-    check_choice(verbose, "verbose", VERBOSITIES)
+    if seed is not None:
+        seed = check_seed(seed, "seed")
     resolved = zoo.resolve(model)
     source = resolved.model
     full_lr = default_full_lr(source) if full_lr is None else full_lr
     full_epochs = default_full_epochs(source) if full_epochs is None else full_epochs
     train_data, validation_data, class_names, raw = _training_data(
-        train_data, validation_data, source, classes)
+        train_data, validation_data, source, classes, seed or 0)
+    classes = len(class_names) if classes is None else classes
     # Raw pixels get the source's recorded preprocessing inside the copy.
     preprocessing = zoo.pixels.recorded_statistics(resolved) \
         if raw and not takes_raw_pixels(source) else None
+    if seed is not None:  # before the new head is drawn
+        seed_everything(seed)
     net = new_head(resolved, classes, preprocessing=preprocessing, class_names=class_names)
-    from_logits = _head(net).activation is keras.activations.linear
     x, y = (train_data, None) if _is_batches(train_data) else train_data
+    return Plan(net, resolved, x, y, validation_data, class_names, head_epochs, full_epochs,
+                head_lr, full_lr, optimizer_class, batch_size, schedule, seed)
+
+
+def train_phases(plan, *, verbose="auto", callbacks=(), restore=None, validate=True):
+    """Train the two phases of ``plan`` (a :class:`Plan`); returns
+    ``(net, {"head": ..., "full": ...})`` as :func:`finetune` does.
+
+    ``callbacks`` see the epochs counted over the whole run (phase 2's
+    first is ``head_epochs``). ``restore``: ``None``, or ``(load, done)``:
+    ``load`` loads the newest checkpoint into the compiled net and returns
+    the epochs it had finished
+    (:meth:`keras_gresnet.training.runs.EpochBackup.restore`), ``done`` how
+    many it should find (0: none); the phase that epoch belongs to is
+    compiled with its optimizer, restored and continued, the earlier phases
+    skipped, the later ones trained as an uninterrupted run trains them.
+    ``validate=False`` leaves the validation data out of ``fit``."""
+    check_choice(verbose, "verbose", VERBOSITIES)
+    net = plan.net
+    from_logits = _head(net).activation is keras.activations.linear
+    done = 0 if restore is None else restore[1]
     history = {}
-    for phase, set_trainable, epochs, lr in (
-        ("head", freeze_body, head_epochs, head_lr),
-        ("full", unfreeze_body, full_epochs, full_lr),
-    ):
-        history[phase] = _train_phase(
-            net, set_trainable, epochs, optimizer_class, lr, x, y, validation_data,
-            batch_size=batch_size, schedule=schedule, verbose=verbose)
+    for phase, set_trainable, first, stop, lr in plan.phases():
+        set_trainable(net)
+        history[phase] = {}
+        if stop == first or stop < done:
+            continue
+        # compile after every change of `trainable`: a compiled step keeps the old set.
+        net.compile(optimizer=plan.optimizer_class(learning_rate=lr), loss=cross_entropy(),
+                    metrics=["accuracy"])
+        if done and first < done <= stop:  # the checkpoint's phase
+            net.optimizer.build(net.trainable_variables)
+            found = restore[0](net)
+            if found != done:
+                raise ValueError(f"the newest checkpoint could not be read (an older one "
+                                 f"counts {found} epochs, not {done}); remove the unreadable "
+                                 f"one to resume from it")
+        start = max(first, done)
+        if start >= stop:
+            continue
+        history[phase] = _fit_phase(net, plan, first, start, stop, lr, callbacks,
+                                    validate, verbose)
     if net.compiled:  # the returned net evaluates as Keras' own classifiers do
         net.compile(optimizer=net.optimizer, metrics=["accuracy"],
                     loss=keras.losses.SparseCategoricalCrossentropy(from_logits=from_logits))
     return net, history
 
 
-def _training_data(train_data, validation_data, model, classes):
+def _training_data(train_data, validation_data, model, classes, seed=0):
     """``(train_data, validation_data, class_names, raw)``: :func:`finetune`'s
     data as ``model.fit`` takes it (:mod:`keras_gresnet.finetune_data`), a
     folder's test split the validation data unless ``validation_data`` is
@@ -381,11 +502,12 @@ def _training_data(train_data, validation_data, model, classes):
     ``model`` that takes raw pixels gets raw ones."""
     class_names = dataset_class_names(train_data) if _is_batches(train_data) else None
     if isinstance(train_data, (str, os.PathLike)):
-        train_data, folder_test, class_names = _folder_data(train_data, model, classes)
+        train_data, folder_test, class_names = _folder_data(train_data, model, classes, seed)
+        classes = len(class_names)
         if validation_data is None:
             validation_data = folder_test
     if isinstance(validation_data, (str, os.PathLike)):
-        validation_data = _folder_data(validation_data, model, classes)[1]
+        validation_data = _folder_data(validation_data, model, classes, seed)[1]
     validation_names = dataset_class_names(validation_data) \
         if _is_batches(validation_data) else None
     if None not in (class_names, validation_names) and validation_names != class_names:
@@ -408,21 +530,22 @@ def _training_data(train_data, validation_data, model, classes):
     return train_data, validation_data, class_names, raw
 
 
-def _train_phase(net, set_trainable, epochs, optimizer_class, lr, x, y, validation_data, *,
-                 batch_size, schedule, verbose):
-    """One phase of :func:`finetune`: ``set_trainable(net)``, then ``epochs``
-    of ``net.fit`` with a new ``optimizer_class`` at ``lr`` (the cosine
-    ``schedule`` bringing it down to 0); its ``History.history``, ``{}``
-    when ``epochs`` is 0."""
-    set_trainable(net)
-    if not epochs:
-        return {}
-    # compile after every change of `trainable`: a compiled step keeps the old set.
-    net.compile(optimizer=optimizer_class(learning_rate=lr), loss=cross_entropy(),
-                metrics=["accuracy"])
-    callbacks = [] if schedule == "constant" else [_cosine(lr, epochs)]
+def _fit_phase(net, plan, first, start, stop, lr, callbacks, validate, verbose):
+    """``net.fit`` over the epochs ``start .. stop - 1`` of a phase that
+    began at epoch ``first``, with ``plan``'s data (seeded, the batches of
+    :class:`~keras_gresnet.finetune_data.EpochBatches`) and its schedule;
+    its ``History.history``."""
+    callbacks = list(callbacks)
+    if plan.schedule == "cosine":
+        callbacks.insert(0, _cosine(lr, stop - first, first))
+    x, y = plan.x, plan.y
+    options = dict(batch_size=None if y is None else plan.batch_size,
+                   shuffle=y is not None)  # a Dataset shuffles itself
+    if y is not None and plan.seed is not None:  # each epoch's order from (seed, epoch)
+        x = EpochBatches(x, y, batch_size=plan.batch_size, seed=plan.seed, epochs=(start, stop))
+        y, options = None, dict(steps_per_epoch=x.steps_per_epoch, shuffle=False)
     with logits_head(net):  # the loss from the logits, on every backend
-        fit = net.fit(x, y, batch_size=None if y is None else batch_size, epochs=epochs,
-                      validation_data=validation_data, verbose=verbose,
-                      callbacks=callbacks, shuffle=y is not None)  # a Dataset shuffles itself
+        fit = net.fit(x, y, epochs=stop, initial_epoch=start,
+                      validation_data=plan.validation_data if validate else None,
+                      verbose=verbose, callbacks=callbacks, **options)
     return fit.history

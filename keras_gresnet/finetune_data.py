@@ -47,15 +47,18 @@ def _is_raw(data):
                 and float(np.nanmax(x)) > RAW_PIXELS_ABOVE)
 
 
-def _folder_data(path, model, classes):
-    """``((x, y) train, (x, y) test)`` uint8 pictures of the folder ``path``
-    fitted to ``model``'s input; ``classes`` must be the folder's count."""
+def _folder_data(path, model, classes, seed=0):
+    """``((x, y) train, (x, y) test, class names)``: uint8 pictures of the
+    folder ``path`` fitted to ``model``'s input, the test part held out by
+    ``seed``; ``classes`` must be the folder's count (``None``: whatever it
+    holds)."""
     from keras_gresnet.data.folders import read_image_folder
 
     # a flat input (an MLP's 784 pixels) is a square grey picture there
-    folder = read_image_folder(path, image_shape=tuple(model.input_shape[1:]), verbose=True)
+    folder = read_image_folder(path, image_shape=tuple(model.input_shape[1:]), seed=seed,
+                               verbose=True)
     found = len(folder["class_names"])
-    if found != classes:
+    if classes is not None and found != classes:
         raise ValueError(f"classes={classes}, but the picture folder {str(path)!r} has "
                          f"{found} classes ({', '.join(folder['class_names'][:10])}); pass "
                          f"classes={found}")
@@ -199,3 +202,38 @@ def _spec_words(spec):
     return ", ".join(f"{s.dtype.name} {tuple(s.shape)}" if isinstance(s, tf.TensorSpec)
                      else type(s).__name__ for s in tf.nest.flatten(spec))
 
+
+
+class EpochBatches(keras.utils.PyDataset):
+    """The batches of the arrays ``x``, ``y`` for the epochs ``start .. stop -
+    1`` as one stream (read it with ``steps_per_epoch``), each epoch's order a
+    pure function of ``(seed, epoch)``
+    (:func:`keras_gresnet.data.preprocessing.epoch_plan`, the order of
+    :func:`keras_gresnet.training.train`'s pipelines): two runs with one
+    seed see the same batches, and a run resumed at epoch ``e`` those the
+    uninterrupted run saw. The pixels are handed on as they are."""
+
+    def __init__(self, x, y, *, batch_size, seed, epochs):
+        super().__init__()
+        from keras_gresnet.data.preprocessing import steps_per_epoch
+
+        self.x, self.y = x, y
+        self.batch_size, self.seed = batch_size, seed
+        self.start, self.stop = epochs
+        self.steps_per_epoch = steps_per_epoch(len(y), batch_size)
+        self._plan = (None, None)
+
+    def __len__(self):
+        return (self.stop - self.start) * self.steps_per_epoch
+
+    def __getitem__(self, index):
+        from keras_gresnet.data.preprocessing import epoch_plan
+
+        if not 0 <= index < len(self):
+            raise IndexError(f"batch {index} of {len(self)}")
+        epoch, step = divmod(index, self.steps_per_epoch)
+        epoch += self.start
+        if self._plan[0] != epoch:
+            self._plan = epoch, epoch_plan(len(self.y), seed=self.seed, epoch=epoch)[0]
+        batch = self._plan[1][step * self.batch_size:(step + 1) * self.batch_size]
+        return self.x[batch], self.y[batch]

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from keras_gresnet._text import printable
+from keras_gresnet.artefact_runtime import (  # noqa: F401 (re-exported)
+    EXPORTED_BATCH, exported_predictor,
+)
 from keras_gresnet.data.folders import (  # noqa: F401 (picture_paths: re-exported)
     _decoded, _header, checked_image_shape, picture_paths,
 )
@@ -21,7 +23,8 @@ def decode_predictions(preds, source, top=5):
     """``[[(class_name, probability), ...] per row]``, best first, ``top``
     per row (Keras Applications' ``decode_predictions`` with the class names
     of ``source``: the model itself, a weights name, run or preset folder,
-    or a list of names). A zoo model carries its class names in its card:
+    an exported artefact (the class names of its contract, its ops checked
+    first), or a list of names). A zoo model carries its class names in its card:
     built with weights, loaded from a preset, a run or a ``.keras`` file
     saved by this package, or fine-tuned on a picture folder or a dataset with
     ``class_names``."""
@@ -51,51 +54,6 @@ def model_input_shape(model):
     except ValueError:
         raise ValueError(f"model input {shape} is not a picture (height, width, 1 or 3)") \
             from None
-
-
-EXPORTED_BATCH = 256  # pictures per call of an exported artefact
-
-
-def exported_predictor(path):
-    """``(image_shape, class_names, predict)`` of an exported artefact (a
-    ``.onnx``, ``.tflite`` or SavedModel folder of
-    :func:`keras_gresnet.export.export`), from the contract it carries:
-    ``predict(pictures)`` runs the artefact's own runtime (onnxruntime, the
-    LiteRT interpreter, TensorFlow) on a uint8 batch of :func:`read_pictures`
-    and returns its probabilities. Only an artefact that takes raw 0-255
-    pixels (the export's default) is accepted: its normalisation is inside
-    it, so nothing is left to apply here."""
-    from keras_gresnet.artefact_checks import check_artefact
-    from keras_gresnet.artefact_runtime import load_exported
-    from keras_gresnet.artefacts import read_contract
-
-    check_artefact(path)  # its ops first: a foreign op is refused, whatever it claims
-    contract = read_contract(path)
-    if contract.get("pixels") != "raw 0-255":
-        raise ValueError(
-            f"{printable(path)}: predict takes an artefact exported to take raw 0-255 pixels "
-            f"(keras-gresnet export's default); its contract says pixels "
-            f"{contract.get('pixels', 'nothing')!r}")
-    layout, shape = contract.get("input_layout"), tuple(contract.get("input_shape") or ())
-    if layout == "NCHW" and len(shape) == 3:
-        image_shape = checked_image_shape((shape[1], shape[2], shape[0]))
-    elif layout in ("NHWC", "flat"):
-        image_shape = checked_image_shape(shape)
-    else:
-        raise ValueError(f"{printable(path)}: its contract gives no picture input "
-                         f"(input_layout {layout!r}, input_shape {list(shape)})")
-    run = load_exported(path)
-
-    def predict(pictures):
-        x = np.asarray(pictures, dtype="float32")
-        if layout == "NCHW":
-            x = x.transpose(0, 3, 1, 2)
-        elif layout == "flat":
-            x = x.reshape(len(x), -1)
-        return np.concatenate([run(x[i:i + EXPORTED_BATCH])
-                               for i in range(0, len(x), EXPORTED_BATCH)])
-
-    return image_shape, contract.get("class_names"), predict
 
 
 def read_pictures(paths, image_shape):

@@ -107,7 +107,7 @@ def test_a_failed_preset_save_keeps_the_previous_preset(tmp_path, monkeypatch):
     loaded = zoo.from_preset(preset)
     x = np.ones((1, 784), "float32")
     np.testing.assert_allclose(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
-    assert json.loads((preset / "config.json").read_text())["builder"] == "gresnet_mlp"
+    assert json.loads((preset / "config.json").read_text())["config"]["builder"] == "gresnet_mlp"
 
 
 def test_sigterm_caught_and_replaced_by_a_library_still_ends_the_export():

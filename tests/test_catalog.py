@@ -48,6 +48,27 @@ def test_catalog_is_generated_from_the_registry_and_the_recipes():
                  else "not yet trained")
         assert shown in rows[entry["builder"]], (entry["name"], rows[entry["builder"]])
     assert "GR Table 3, n=5, 32 layers (CIFAR-10): 6.67%" in rows["gresnet_cifar"]
+    # every paper configuration has its figures (a new one is built above, and
+    # the catalog is out of date until written)
+    assert {name: [dict(c[0]) for c in rows] for name, rows in _catalog.PAPER_CONFIGS.items()} \
+        == {name: zoo.model_builder(name).paper_configs for name in zoo.list_models()}
+
+
+def test_the_catalogs_parameter_counts_are_those_of_a_real_build():
+    """``list --build`` prints the catalog's counts; those of every cheap
+    paper configuration (at most 32 layers and a million parameters: the
+    MLPs of depth 2 to 20, the CIFAR nets n=5, gated and not) equal a build
+    of it now."""
+    checked = 0
+    for name, rows in _catalog.PAPER_CONFIGS.items():
+        for arguments, layers, gates, params in rows:
+            if layers > 32 or params > 1_000_000:
+                continue
+            summary = zoo.summarize(zoo.get_model(name, **dict(arguments)))
+            assert (summary["depth"], summary["gates"], summary["params"]) == (
+                layers, gates, params), (name, arguments)
+            checked += 1
+    assert checked == 14  # 4 MLP builders x 3 depths, 2 CIFAR nets
 
 
 def test_train_help_lists_every_recipe_field_recipe_and_dataset(capsys):
@@ -65,10 +86,11 @@ def test_train_help_lists_every_recipe_field_recipe_and_dataset(capsys):
 def test_listing_imports_neither_keras_nor_tensorflow():
     code = ("import sys\nfrom keras_gresnet.cli import main\n"
             "assert main(['list']) == 0 and main(['weights', 'list']) == 0\n"
-            "assert main(['list', '*cifar*']) == 0\n"
+            "assert main(['list', '*cifar*']) == 0 and main(['list', '--build']) == 0\n"
             "bad = sorted(m for m in ('keras', 'tensorflow', 'h5py') if m in sys.modules)\n"
             "assert not bad, bad\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr
     assert "gresnet_cifar" in result.stdout and "gresnet_mlp20_fashion_mnist" in result.stdout
+    assert "36.479M" in result.stdout  # WRN-28-10's parameters, from the catalog

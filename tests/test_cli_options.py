@@ -435,7 +435,7 @@ def test_a_preset_cannot_name_other_weights(tmp_path):
                                  builder_kwargs={"depth": 2})
     config = json.loads((preset / "config.json").read_text())
     for value in (str(preset), "gresnet_mlp2_fashion_mnist", "/etc/passwd"):
-        config["builder_kwargs"]["weights"] = value
+        config["config"]["builder_kwargs"]["weights"] = value
         (preset / "config.json").write_text(json.dumps(config))
         with pytest.raises(ValueError, match=r"builder_kwargs may not set \['weights'\]"):
             zoo.from_preset(preset)

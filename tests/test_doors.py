@@ -29,20 +29,31 @@ DOORS = ("load_model", "load_model(compile=False)", "keras.saving.load_model", "
          "weights=", "preprocess_input", "decode_predictions", "data_config", "evaluate",
          "predict", "gates", "prune", "finetune", "export")
 ANSWER = "the net's answer"
-ARTEFACT = "is an exported artefact"  # the resolver's one line: `predict` runs it
+ARTEFACT = "is an exported artefact"  # the resolver's one line: it holds no Keras model
+# The doors an artefact answers at (issue 52): its runtime runs it, its contract
+# gives the class names and the data config; the commands it cannot use say why.
+ARTEFACT_DOORS = ("decode_predictions", "data_config", "evaluate", "predict")
+NO_GATES = "an exported artefact has no gates"
+NOT_PRUNED = "an exported artefact cannot be pruned"
 KERAS_ONLY = "Keras' own loader takes a .keras file"  # Keras' refusal, a ValueError
 IN_MEMORY = "not a door: a model in memory is no command-line argument nor a file"
+# A preset is a KerasHub preset (issue 52): Keras' own loader reads its
+# config.json and model.weights.h5 as a Keras folder, the zoo body.
+BACKBONE = "Keras' own loader gives the preset's KerasHub backbone"
 COMMANDS = ("evaluate", "predict", "gates", "prune")
 
 
 def _row(kind):
     if kind in ("tf_saved_model", "onnx", "litert"):
-        row = {door: ANSWER if door == "predict" else ARTEFACT for door in DOORS}
-        row["keras.saving.load_model"] = KERAS_ONLY
+        row = {door: ANSWER if door in ARTEFACT_DOORS else ARTEFACT for door in DOORS}
+        row.update({"keras.saving.load_model": KERAS_ONLY, "gates": NO_GATES,
+                    "prune": NOT_PRUNED})
         return row
     row = dict.fromkeys(DOORS, ANSWER)
     if kind != "keras_file":
         row["keras.saving.load_model"] = KERAS_ONLY
+    if kind in ("preset", "hub"):
+        row["keras.saving.load_model"] = BACKBONE
     if kind == "model":
         row.update(dict.fromkeys((*COMMANDS, "keras.saving.load_model"), IN_MEMORY))
     return row
@@ -174,6 +185,18 @@ def test_every_source_at_every_door(kind, source_of, sources, tmp_path, capsys):
         folder = tmp_path / f"door{number}"  # each door's own outputs
         folder.mkdir()
         if cell == IN_MEMORY:
+            continue
+        if cell == BACKBONE:
+            backbone = keras.saving.load_model(source)
+            assert type(backbone).__name__ == "GResNetBackbone"
+            weighted = [layer for layer in backbone.layers if layer.weights]
+            assert weighted and len(weighted) == len(
+                [layer for layer in sources.net.layers if layer.weights]) - 1  # all but the head
+            for layer in weighted:
+                for mine, net in zip(layer.get_weights(),
+                                     sources.net.get_layer(layer.name).get_weights()):
+                    np.testing.assert_array_equal(mine, net)
+            answered.append(door)
             continue
         if cell == ANSWER:
             _door(door, source, sources, folder, capsys)

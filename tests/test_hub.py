@@ -174,12 +174,12 @@ def test_a_downloaded_preset_gets_a_local_presets_checks(tmp_path, hf_cache, sou
     local = zoo.save_preset(source, tmp_path / "local", builder="gresnet_mlp",
                             builder_kwargs=MLP)
     config = json.loads((local / "config.json").read_text())
-    config["builder_kwargs"]["weights"] = "/etc/passwd"
+    config["config"]["builder_kwargs"]["weights"] = "/etc/passwd"
     (local / "config.json").write_text(json.dumps(config))
     _cached_repo(hf_cache, "owner/evil", local)
     with pytest.raises(ValueError, match=r"builder_kwargs may not set \['weights'\]"):
         zoo.from_preset("hf://owner/evil")
-    del config["builder_kwargs"]["weights"]
+    del config["config"]["builder_kwargs"]["weights"]
     (local / "config.json").write_text(json.dumps(config))
     (local / "model.weights.h5").unlink()
     _cached_repo(hf_cache, "owner/no-weights", local)
@@ -203,7 +203,8 @@ def test_save_preset_uploads_a_loadable_preset_with_its_card(tmp_path, hf_cache,
     assert remote.calls[0][2].get("exist_ok") is True
     uploaded = tmp_path / "remote" / "owner" / "tiny-gresnet"
     assert sorted(p.name for p in uploaded.iterdir()) == [
-        "README.md", "config.json", "metadata.json", "model.weights.h5"]
+        "README.md", "config.json", "image_converter.json", "metadata.json", "model.weights.h5",
+        "preprocessor.json", "task.json", "task.weights.h5"]
     np.testing.assert_array_equal(outputs(zoo.from_preset(uploaded), x), outputs(source, x))
     card = (uploaded / "README.md").read_text()
     weights_file = uploaded / "model.weights.h5"
@@ -281,7 +282,8 @@ def test_a_registry_entry_uploads_with_its_model_card(tmp_path, hf_cache, monkey
     assert metadata["weights"] == name and metadata["weights_sha256"] == entry["sha256"]
     metadata["weights_sha256"] = "0" * 64
     (uploaded / "metadata.json").write_text(json.dumps(metadata))
-    other = hub.preset_card(uploaded, repo_id="owner/plain-mlp2", params=1, trainable_params=1)
+    other = hub.preset_card(uploaded, repo_id="owner/plain-mlp2", builder="gresnet_mlp",
+                            builder_kwargs={"depth": 2}, params=1, trainable_params=1)
     assert weights.model_card(entry) not in other and "# owner/plain-mlp2" in other
 
 

@@ -248,8 +248,10 @@ def test_an_unknown_name_offers_the_close_ones(tiny_published):
 
 
 def test_a_new_input_shape_follows_one_rule(sources, tiny_published):
-    # Keras Applications': another size without the head, in builders and from_preset alike
-    for build in (lambda **kw: zoo.gresnet_cifar(n=1, weights="tiny_folder", **kw),
+    # Keras Applications': another size without the head (or with a new one: other
+    # classes, tests/test_channels.py), in builders and from_preset alike
+    for build in (lambda **kw: zoo.gresnet_cifar(n=1, weights="tiny_folder", classes=CLASSES,
+                                                 **kw),
                   lambda **kw: zoo.from_preset("tiny_folder", **kw)):
         body = build(include_top=False, input_shape=(16, 16, 1))
         assert tuple(body.input_shape[1:]) == (16, 16, 1)

@@ -15,6 +15,7 @@ import pytest
 
 import keras_gresnet as kg
 from keras_gresnet import analysis, cli, weights, zoo
+from keras_gresnet.zoo.cards import preset_card
 from keras_gresnet.layers import ZooModel
 
 from helpers import http_server, outputs, registry_entry
@@ -295,7 +296,8 @@ def test_conv_weights_pick_their_input_shape(registry, published, bytes_server, 
     with pytest.raises(ValueError, match=r"^weights 'gresnet_cifar1_tiny' were trained .* with "
                                          r"input_shape \(8, 8, 3\).*input_shape \(9, 9, 3\) "
                                          r"is not \(8, 8, 3\) \(another size is taken with "
-                                         r"include_top=False, the channels kept\)$"):
+                                         r"include_top=False or a new head: other classes; "
+                                         r"another channel count with any head\)$"):
         zoo.gresnet_cifar(**CONV, weights="gresnet_cifar1_tiny", input_shape=(9, 9, 3))
     assert bytes_server.requests == []  # refused before the download
     model = zoo.gresnet_cifar(**CONV, weights="gresnet_cifar1_tiny", include_top=False,
@@ -343,14 +345,21 @@ def test_preset_round_trip(tmp_path, published, registry):
                              weights=published.folder / "gresnet_mlp2_tiny.keras")
     preset = zoo.save_preset(source, tmp_path / "presets" / "tiny", builder="gresnet_mlp",
                                  builder_kwargs=MLP, metadata={"dataset": "fashion_mnist"})
-    assert _files(preset) == ["config.json", "metadata.json", "model.weights.h5"]
+    # a KerasHub preset (tests/test_kerashub.py): KerasHub's files, the card in metadata.json
+    assert _files(preset) == ["config.json", "image_converter.json", "metadata.json",
+                              "model.weights.h5", "preprocessor.json", "task.json",
+                              "task.weights.h5"]
     assert _files(preset.parent) == ["tiny"]
     config = json.loads((preset / "config.json").read_text())
-    assert config["builder"] == "gresnet_mlp" and config["keras_version"] == keras.__version__
-    assert config["builder_kwargs"] == {"depth": 2, "input_shape": list(MLP_SHAPE)}
+    assert config["registered_name"] == "keras_gresnet>GResNetBackbone"
+    assert config["config"]["builder"] == "gresnet_mlp"
+    assert config["config"]["builder_kwargs"]["depth"] == 2
+    assert config["config"]["builder_kwargs"]["input_shape"] == list(MLP_SHAPE)
     # the model's card (weights from a file: the file) updated with the metadata given
-    assert json.loads((preset / "metadata.json").read_text()) == {
+    metadata = json.loads((preset / "metadata.json").read_text())
+    assert {k: metadata.get(k) for k in ("source", "dataset")} == {
         "source": str(published.folder / "gresnet_mlp2_tiny.keras"), "dataset": "fashion_mnist"}
+    assert metadata["keras_version"] == keras.__version__
     loaded = zoo.from_preset(preset)
     np.testing.assert_array_equal(outputs(loaded, published.x), published.mlp_out)
     new_head = zoo.gresnet_mlp(depth=2, input_shape=MLP_SHAPE, classes=2, weights=str(preset))
@@ -392,8 +401,11 @@ def test_a_zoo_model_remembers_its_builder_and_card_through_every_file(
     assert (again.builder, again.builder_kwargs, again.card) == (
         model.builder, model.builder_kwargs, model.card)
     preset = zoo.save_preset(again, tmp_path / "preset")
-    assert json.loads((preset / "metadata.json").read_text()) == model.card
-    assert json.loads((preset / "config.json").read_text())["builder_kwargs"] == kwargs
+    metadata = json.loads((preset / "metadata.json").read_text())  # the card, KerasHub's fields
+    assert preset_card(metadata) == model.card
+    recorded = json.loads((preset / "config.json").read_text())["config"]["builder_kwargs"]
+    body = ("depth", "input_shape", "name")  # the head's arguments are the task's
+    assert {k: recorded[k] for k in body} == {k: kwargs[k] for k in body}
     loaded = zoo.from_preset(preset)
     np.testing.assert_array_equal(outputs(loaded, published.x), preds)
     assert loaded.card == model.card

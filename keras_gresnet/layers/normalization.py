@@ -27,8 +27,9 @@ fused kernel (``FusedBatchNormV3``), which measured 3.8x faster than Keras'
 form for gresnet_cifar's BatchNorms (``scripts/benchmarks/bench_ops.py``,
 docs/benchmarks.md). Everything else (JAX, whose XLA fuses the
 ``keras.ops`` form itself; vectors; ``synchronized=True``; ``renorm``; a
-``mask``; a symbolic ``training``; a batch of one value per channel) runs
-Keras' own ``call``.
+``mask``; a symbolic ``training``; a batch of one value per channel;
+variables that are not float32, under a ``"bfloat16"`` policy) runs Keras'
+own ``call``.
 """
 
 import keras
@@ -51,8 +52,10 @@ class BatchNormalization(keras.layers.BatchNormalization):
                    and isinstance(self.axis, int) and isinstance(training, (bool, type(None))))
         if fusable and backend == "torch":
             return _torch_call(self, inputs, bool(training and self.trainable))
+        # TensorFlow's kernel takes float32 statistics only (a "bfloat16"
+        # policy's bfloat16 variables have no CPU kernel): Keras' form then.
         if fusable and backend == "tensorflow" and len(inputs.shape) == 4 \
-                and self.axis % 4 == 3:
+                and self.axis % 4 == 3 and self.variable_dtype == "float32":
             return _tf_call(self, inputs, bool(training and self.trainable))
         return super().call(inputs, training=training, mask=mask)
 

@@ -2,14 +2,16 @@
 dataset or picture folder and its test subset; else the dataset its card
 records, or the one given), as raw 0-255 pixels, through the model with
 its recorded preprocessing inside (:func:`keras_gresnet.zoo.raw_pixels_model`,
-the pixel contract every door keeps), and the test metrics on it."""
+the pixel contract every door keeps), or through an exported artefact's own
+runtime (its contract read, its ops checked first), and the test metrics
+on it."""
 
 from pathlib import Path
 
 import numpy as np
 
 from keras_gresnet import data, zoo
-from keras_gresnet._text import printable
+from keras_gresnet._text import printable, shown
 from keras_gresnet._checks import check_choice, check_int
 from keras_gresnet.training.loss import cross_entropy, logits_head
 
@@ -23,8 +25,9 @@ def test_set(source, *, dataset=None, data_dir=None):
     records. A picture folder handed over is a test set: every picture of it
     (its held-out part beside ``train/``), its class folders matched to the
     model's classes by name (:func:`match_classes`; ``how`` says how,
-    ``None`` for a named dataset or a run's own folder)."""
-    resolved = zoo.resolve(source)
+    ``None`` for a named dataset or a run's own folder). An exported
+    artefact's pictures are those its contract takes."""
+    resolved = _resolved(source)
     config = resolved.config or {}
     dataset = dataset or config.get("dataset") or resolved.card.get("dataset")
     if dataset is None:
@@ -42,7 +45,7 @@ def test_set(source, *, dataset=None, data_dir=None):
         if data_dir is None:
             raise ValueError("a picture folder's test set needs its folder: pass data_dir "
                              "(--data-dir PATH)")
-        shape = settings.get("image_shape") or resolved.model.input_shape[1:]
+        shape = settings.get("image_shape") or _picture_shape(resolved)
         if own and _same_folder(data_dir, config.get("data_dir")):
             # the run's own folder: its own held-out split, as it was tested
             folder = data.read_image_folder(data_dir, image_shape=tuple(shape),
@@ -51,7 +54,7 @@ def test_set(source, *, dataset=None, data_dir=None):
         else:  # a folder handed over as a test set: every picture, classes by name
             folder = data.read_test_folder(data_dir, image_shape=tuple(shape))
             mapping, how = match_classes(folder["class_names"], resolved.class_names,
-                                         resolved.source, _classes(resolved.model))
+                                         resolved.source, _class_count(resolved))
             images, labels = folder["images"], mapping[folder["labels"]]
             return images, labels, dataset, how
     else:
@@ -61,6 +64,31 @@ def test_set(source, *, dataset=None, data_dir=None):
         index = data.test_subset(len(labels), config["max_test_examples"], config["seed"])
         images, labels = images[index], labels[index]
     return images, labels, dataset, None
+
+
+def _resolved(source):
+    """``source`` resolved: its model loaded, or, for an exported artefact
+    (which holds no Keras model), what its contract declares."""
+    from keras_gresnet.artefacts import is_artefact
+
+    artefact = is_artefact(source) or getattr(source, "kind", None) == "artefact"
+    return zoo.resolve(source, load=not artefact)
+
+
+def _picture_shape(resolved):
+    """The picture the source's net takes: its model's input shape, or the
+    ``(height, width, channels)`` of an artefact's contract."""
+    if resolved.kind == "artefact":
+        from keras_gresnet.artefacts import contract_picture
+
+        return contract_picture(resolved.source, resolved.contract)[1]
+    return resolved.model.input_shape[1:]
+
+
+def _class_count(resolved):
+    if resolved.kind == "artefact":
+        return len(resolved.class_names) if resolved.class_names else None
+    return _classes(resolved.model)
 
 
 def _same_folder(a, b):
@@ -193,12 +221,20 @@ def evaluate(source, *, dataset=None, data_dir=None, batch_size=256, preprocessi
     ``preprocessing`` (``"scale"``, ``"mean"``, ``"meanstd"``, fitted on
     the training split): only for a source that records none.
     ``max_examples``: only the first that many test pictures (a quick
-    check; the error is then not the test set's)."""
+    check; the error is then not the test set's).
+
+    ``source`` may be an exported artefact (``.onnx``, ``.tflite``,
+    SavedModel folder taking raw 0-255 pixels, as ``keras-gresnet export``
+    writes it): it is run by its own runtime (:func:`artefact_metrics`) on
+    the same raw pixels, the dataset its contract records by default."""
     if max_examples is not None:
         max_examples = check_int(max_examples, "max_examples", 1)
-    resolved = zoo.resolve(source)  # once: a file or a download is loaded one time
+    resolved = _resolved(source)  # once: a file or a download is loaded one time
     images, labels, dataset, how = test_set(resolved, dataset=dataset, data_dir=data_dir)
     images, labels = images[:max_examples], labels[:max_examples]
+    if resolved.kind == "artefact":
+        return dict(dataset=dataset, **artefact_metrics(resolved, images, labels, preprocessing),
+                    examples=len(labels), **({"classes": how} if how else {}))
     resolved = with_preprocessing(resolved, preprocessing, dataset, data_dir)
     model = zoo.raw_pixels_model(resolved)
     x = fitted_pixels(images, model)
@@ -227,3 +263,44 @@ def fitted_pixels(images, model):
         return x.reshape(len(x), -1)
     raise ValueError(f"the test pictures are {tuple(x.shape[1:])}, the model takes {want}: "
                      f"name the dataset it was trained on")
+
+
+def artefact_metrics(resolved, images, labels, preprocessing=None):
+    """``{test_loss, test_accuracy, test_error_percent}`` of the exported
+    artefact ``resolved`` (the resolver's declared artefact) on raw 0-255
+    ``images``, run by its own runtime
+    (:func:`keras_gresnet.artefact_runtime.exported_predictor`: its ops
+    checked, the uint8 pictures cast to the dtype its contract states).
+    The loss is the cross-entropy of the probabilities it outputs (float32
+    softmax: equal to the Keras model's loss from its logits up to float32
+    rounding; a probability that underflowed to 0 counts as the smallest
+    float32 one, 87.3), or of the softmax of its outputs where they are no
+    probabilities (a model exported with ``classifier_activation=None``).
+    ``preprocessing``: the artefact normalises the pixels itself, so only
+    the method its contract records is accepted (nothing to do)."""
+    from keras_gresnet.artefact_runtime import exported_predictor
+
+    recorded = (resolved.preprocessing or {}).get("method")
+    if preprocessing is not None and preprocessing != recorded:
+        raise ValueError(f"preprocessing={shown(preprocessing)}: {resolved.source!r} is an "
+                         f"exported artefact with its normalisation inside ({recorded!r}); "
+                         f"drop the option")
+    image_shape, _, predict = exported_predictor(resolved.source)
+    if tuple(images.shape[1:]) != tuple(image_shape):
+        raise ValueError(f"the test pictures are {tuple(images.shape[1:])}, the artefact takes "
+                         f"{tuple(image_shape)}: name the dataset its net was trained on")
+    outputs = np.asarray(predict(images), np.float64)
+    labels = np.asarray(labels)
+    if outputs.ndim != 2 or not len(outputs) == len(labels) or labels.max() >= outputs.shape[1]:
+        raise ValueError(f"{resolved.source!r} gives outputs of shape {outputs.shape} for "
+                         f"{len(labels)} pictures of {labels.max() + 1} or more classes")
+    probabilities = outputs.min() >= 0 and np.allclose(outputs.sum(1), 1, atol=1e-3)
+    if probabilities:
+        log_p = np.log(np.maximum(outputs, np.finfo(np.float32).tiny))
+    else:  # logits: the log-softmax, computed stably
+        shifted = outputs - outputs.max(1, keepdims=True)
+        log_p = shifted - np.log(np.exp(shifted).sum(1, keepdims=True))
+    # stated as Keras' accuracy metric states the Keras model's (a float32 mean)
+    accuracy = float(np.float32(np.sum(outputs.argmax(1) == labels)) / np.float32(len(labels)))
+    return dict(test_loss=float(-log_p[np.arange(len(labels)), labels].mean()),
+                test_accuracy=accuracy, test_error_percent=100 * (1 - accuracy))

@@ -13,6 +13,8 @@ listing and downloading work without them).
 
 Modules: :mod:`~keras_gresnet.weights.registry` (the table),
 :mod:`~keras_gresnet.weights.download` (cache and downloads),
+:mod:`~keras_gresnet.weights.adapt` (weights at another input: timm's
+``adapt_input_conv``),
 :mod:`~keras_gresnet.weights.arguments` (``weights=`` checks),
 :mod:`~keras_gresnet.weights.loading` (into a built model),
 :mod:`~keras_gresnet.weights.release` (a mirror folder of the files).

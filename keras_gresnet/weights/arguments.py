@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from keras_gresnet.papers import NOT_ARCHITECTURE
+from keras_gresnet.weights.adapt import hwc, input_change
 from keras_gresnet.weights.registry import (
     get_weights, published, read_registry,
 )
@@ -17,6 +18,22 @@ _TRAINING_ONLY = frozenset({"k_initial", "bn_momentum", "dropout"})
 PRESET_CONFIG = "config.json"
 PRESET_WEIGHTS = "model.weights.h5"
 PRESET_METADATA = "metadata.json"
+# A KerasHub preset's other files: the task (head) and its weights, the
+# preprocessor and its image converter (KerasHub's names).
+PRESET_TASK = "task.json"
+PRESET_TASK_WEIGHTS = "task.weights.h5"
+PRESET_PREPROCESSOR = "preprocessor.json"
+PRESET_CONVERTER = "image_converter.json"
+# The classes each JSON file of a preset may name at its top (checked before
+# KerasHub deserialises it): this package's KerasHub classes, or KerasHub's
+# generic image classifier around a zoo model.
+PRESET_CLASSES = {
+    PRESET_CONFIG: ("keras_gresnet>GResNetBackbone", "keras_gresnet>ZooModel"),
+    PRESET_TASK: ("keras_gresnet>GResNetImageClassifier", "keras_hub>ImageClassifier"),
+    PRESET_PREPROCESSOR: ("keras_gresnet>GResNetImageClassifierPreprocessor",
+                          "keras_hub>ImageClassifierPreprocessor"),
+    PRESET_CONVERTER: ("keras_gresnet>GResNetImageConverter", "keras_hub>ImageConverter"),
+}
 
 
 def canonical(value):
@@ -38,31 +55,24 @@ def _architecture(builder, builder_kwargs):
     return arch
 
 
-def _new_size_allowed(shape, trained_shape, call):
-    """Keras Applications' rule for a new ``input_shape`` with pretrained
-    weights: allowed without the head (``include_top=False``), for a picture
-    input of the trained channel count; the weights must then still fit the
-    body (a conv net's do, an MLP's first Dense layer does not, and loading
-    says so in one line)."""
-    return (call.get("include_top") is False and len(shape) == 3 == len(trained_shape)
-            and trained_shape[-1] in (shape[-1], shape[0]))
-
-
 def describe_call(builder, kwargs):
     """``builder(k=v, ...)`` as one line, for messages."""
     return f"{builder}({', '.join(f'{k}={v!r}' for k, v in sorted(kwargs.items()))})"
 
 
-def check_fits(entry, builder, builder_kwargs, input_shape=None):
+def check_fits(entry, builder, builder_kwargs, input_shape=None, *, channels_first=False):
     """Refuse (``ValueError`` naming both) weights that do not fit the
     requested ``builder(**builder_kwargs)`` with ``input_shape`` (``None``:
-    the entry's). ``entry``: a registry name or entry. Made before anything
-    is downloaded.
+    the entry's; ``channels_first``: a rank-3 one is in Keras'
+    channels_first layout). ``entry``: a registry name or entry. Made
+    before anything is downloaded.
 
     Arguments that only act in training (``k_initial``, ``bn_momentum``,
     ``dropout``) may differ; any other must equal the entry's (an argument
-    left out counts as the builder's default). ``builder``: the builder
-    function (its signature gives the defaults)."""
+    left out counts as the builder's default). Another input shape follows
+    :func:`keras_gresnet.weights.adapt.input_change` (another channel
+    count; another size without the head or with other classes).
+    ``builder``: the builder function (its signature gives the defaults)."""
     if isinstance(entry, str):
         entry = get_weights(entry)
     if not callable(builder):
@@ -80,14 +90,14 @@ def check_fits(entry, builder, builder_kwargs, input_shape=None):
             if want != have:
                 problems.append(f"{key}={want!r} is not {key}={have!r}")
     if input_shape is not None:
+        call = builder_kwargs or {}
+        new_head = call.get("include_top") is False or (
+            call.get("classes", entry["classes"]) != entry["classes"])
         try:
-            shape = tuple(None if d is None else int(d) for d in input_shape)
-        except (TypeError, ValueError):
-            shape = input_shape
-        if shape != trained_shape and not _new_size_allowed(shape, trained_shape,
-                                                            builder_kwargs or {}):
-            problems.append(f"input_shape {shape} is not {trained_shape} (another size is "
-                            f"taken with include_top=False, the channels kept)")
+            input_change(trained_shape, hwc(input_shape, channels_first), new_head=new_head)
+        except (TypeError, ValueError) as error:
+            problems.append(str(error) if isinstance(error, ValueError) else
+                            f"input_shape {input_shape!r} is not a tuple of sizes")
     if problems:
         asked = {k: v for k, v in (builder_kwargs or {}).items() if k not in NOT_ARCHITECTURE}
         shape = "" if input_shape is None else f" with input_shape {tuple(input_shape)}"
@@ -102,15 +112,16 @@ def check_fits(entry, builder, builder_kwargs, input_shape=None):
 
 
 # The kinds of source a model comes from, as :func:`source_kind` names them
-# (a ``keras.Model`` itself is the resolver's first case, "model").
-KINDS = ("published", "hub", "preset", "run", "keras_file", "weights_file")
+# (a ``keras.Model`` itself is the resolver's first case, "model"; an
+# exported artefact declares its contract but holds no Keras model).
+KINDS = ("published", "hub", "preset", "run", "keras_file", "weights_file", "artefact")
 ACCEPTED = ("a published weights name, hf://owner/name, a preset folder, a run folder, a "
             ".keras file or (into a built model) a .weights.h5 file")
 RUN_CONFIG, RUN_MODEL = "config.json", "model.keras"
 HF_SCHEME = "hf://"  # a Hugging Face Hub preset (keras_gresnet.zoo.hub)  # a finished run folder's two files
 
 
-def source_kind(source, argument="model", *, finished=True):
+def source_kind(source, argument="model", *, finished=True, artefact=False):
     """Which kind of source ``source`` is, one of :data:`KINDS`: the one
     place a name, a file or a folder is told apart (Keras-free: it looks at
     the string and the file system, never into a file). A folder holding
@@ -119,18 +130,24 @@ def source_kind(source, argument="model", *, finished=True):
     published name. One ``ValueError`` naming ``argument`` and what would be
     accepted otherwise (an unfinished run folder says how to finish it;
     ``finished=False`` takes one as a run, for what its ``config.json``
-    says)."""
+    says). An exported artefact is ``"artefact"`` with ``artefact=True``
+    (a door that reads its contract or runs it), else refused in one line
+    naming the doors that take one."""
     if not isinstance(source, (str, os.PathLike)):
         raise ValueError(f"{argument} must be a keras.Model or {ACCEPTED}, got "
                          f"{type(source).__name__}")
     if isinstance(source, str) and source[:len(HF_SCHEME)].lower() == HF_SCHEME:
         return "hub"
     text, path = os.fspath(source), Path(source)
-    artefact = _artefact_format(path)
-    if artefact is not None:
+    exported = _artefact_format(path)
+    if exported is not None:
+        if artefact:
+            return "artefact"
         raise ValueError(
-            f"{argument}={text!r} is an exported artefact ({artefact}): `keras-gresnet "
-            f"predict` runs it with its own runtime; {argument} here takes {ACCEPTED}")
+            f"{argument}={text!r} is an exported artefact ({exported}), which holds no Keras "
+            f"model: `keras-gresnet predict` and `evaluate` run it with its own runtime, "
+            f"decode_predictions and data_config read its contract; {argument} here takes "
+            f"{ACCEPTED}")
     if path.is_dir():
         if (path / PRESET_WEIGHTS).is_file():
             return "preset"
@@ -200,15 +217,17 @@ def _is_model(weights):
     return hasattr(weights, "layers") and hasattr(weights, "get_weights")
 
 
-def resolve(builder, call):
+def resolve(builder, call, *, channels_first=False):
     """Check the ``weights=`` of a public builder's call before anything is
     built or downloaded; ``builder`` is the builder function and ``call`` its
-    arguments (every parameter, bound: the registered builder's wrapper passes them).
+    arguments (every parameter, bound: the registered builder's wrapper passes them);
+    ``channels_first``: a rank-3 ``input_shape`` is in that layout.
 
     Returns ``None``, the path given, or the registry entry that fits: a
     published name of ``builder``, or a dataset name (as Keras Applications
     take ``weights="imagenet"``) resolved to the published entry of that
-    dataset whose architecture these arguments ask for.
+    dataset whose architecture these arguments ask for (one trained at the
+    input asked for before one whose input would be adapted).
     """
     weights = call.get("weights")
     if not isinstance(weights, str) or source_kind(weights, "weights") != "published":
@@ -223,11 +242,19 @@ def resolve(builder, call):
     if input_shape is None and call.get("input_tensor") is not None:
         input_shape = tuple(call["input_tensor"].shape[1:])
     if entry is not None:
-        check_fits(entry, builder, call, input_shape)
+        check_fits(entry, builder, call, input_shape, channels_first=channels_first)
         return check_argument(weights, builder.__name__)
-    for candidate in candidates:
+    def as_trained(entry):  # weights that fit as they are come before adapted ones
         try:
-            check_fits(candidate, builder, call, input_shape)
+            return input_shape is None or \
+                tuple(entry["input_shape"]) == hwc(input_shape, channels_first)
+        except (TypeError, ValueError):
+            return False
+
+    for candidate in sorted(candidates, key=lambda e: not as_trained(e)):
+        try:
+            check_fits(candidate, builder, call, input_shape,
+                       channels_first=channels_first)
         except ValueError:
             continue
         return published(candidate)

@@ -8,6 +8,7 @@ stay importable without them.
 
 import io
 import logging
+import math
 import os
 import stat
 import warnings
@@ -22,6 +23,7 @@ from keras_gresnet.limits import (
     KERAS_MEMBER_BYTES, MAX_ARCHIVE_MEMBERS, MAX_H5_INFLATION, MAX_INFLATION,
     MAX_OTHER_MEMBER_BYTES, MIN_H5_DECLARED, MIN_INFLATION_CHECKED,
 )
+from keras_gresnet.weights.adapt import adapt_input_conv, hwc, input_change
 
 HEAD = "predictions"  # the classifier's name in every zoo model (Keras Applications)
 WEIGHTS_MEMBER = "model.weights.h5"  # a .keras archive's weights
@@ -30,7 +32,7 @@ JSON_MEMBERS = ("config.json", "metadata.json")
 logger = logging.getLogger(__name__)
 
 
-def _h5_variable_count(path, file=None, size=None):
+def h5_variable_count(path, file=None, size=None):
     """The datasets (variables) of the weights file ``path`` (or of ``file``,
     a file object of ``size`` bytes, named ``path`` in messages); a file
     HDF5 cannot read (corrupt, truncated, not HDF5) is one ``ValueError``
@@ -93,7 +95,7 @@ def check_keras_archive(path):
             if WEIGHTS_MEMBER in names:
                 with archive.open(WEIGHTS_MEMBER) as member:
                     data = member.read()  # at most its declared size (checked above)
-                _h5_variable_count(f"{path}: {WEIGHTS_MEMBER}", io.BytesIO(data), len(data))
+                h5_variable_count(f"{path}: {WEIGHTS_MEMBER}", io.BytesIO(data), len(data))
     except (OSError, zipfile.BadZipFile, EOFError, zlib.error, NotImplementedError) as error:
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
         raise ValueError(f"{path}: not a readable .keras archive ({type(error).__name__}: "
@@ -105,7 +107,7 @@ def load_exact(model, path, *, without_top=False):
     (``without_top``: from it with a ``predictions`` head). Keras matches
     variables by layer order and ignores extra ones, so the variable count is
     checked first."""
-    stored = _h5_variable_count(path)
+    stored = h5_variable_count(path)
     expected = len(model.weights) + (2 if without_top else 0)  # the head's kernel, bias
     if stored != expected:
         raise ValueError(
@@ -162,14 +164,93 @@ def head_layer(model):
     return next((layer for layer in model.layers if layer.name == HEAD), None)
 
 
+def first_weighted_layer(model):
+    """The first layer of ``model`` holding weights (a zoo net's first
+    convolution or Dense layer), or ``None``."""
+    return next((layer for layer in model.layers if layer.weights), None)
+
+
+def input_hwc(model):
+    """``model``'s input shape as ``(height, width, channels)``, in the layout
+    its first weighted layer reads (a convolution's ``data_format``; an
+    MLP's input as given)."""
+    first = first_weighted_layer(model)
+    return hwc(model.input_shape[1:], getattr(first, "data_format", None) == "channels_first")
+
+
+def takes_any_size(model):
+    """Whether the body of ``model`` takes any height and width: its first
+    weighted layer is a convolution (an MLP's first Dense layer, after
+    ``Flatten``, fixes them)."""
+    kernel = getattr(first_weighted_layer(model), "kernel", None)
+    return kernel is not None and len(kernel.shape) == 4
+
+
+def _flat_order(model, shape):
+    """Which input position (a C-order index into ``shape``) each row of
+    the first Dense kernel of ``model`` reads: the order its ``Flatten``
+    layer (Keras' own, whatever its ``data_format``) puts the input in."""
+    import keras
+    import numpy as np
+
+    index = np.arange(math.prod(shape), dtype="int32").reshape(1, *shape)
+    flatten = next((layer for layer in model.layers
+                    if isinstance(layer, keras.layers.Flatten)), None)
+    if flatten is None:
+        return index.reshape(-1)
+    return np.asarray(keras.ops.convert_to_numpy(flatten(index))).reshape(-1)
+
+
+def _adapted_first_layer(source, model):
+    """The weights of ``source``'s first weighted layer adapted to the input
+    channels of ``model`` (timm's ``adapt_input_conv``: on a convolution's
+    kernel, or on an MLP's first Dense kernel seen as ``(height, width,
+    channels, units)``), or ``None`` where the two layers' weights already
+    agree in shape or are not a first layer of the same name."""
+    import numpy as np
+
+    src, dst = first_weighted_layer(source), first_weighted_layer(model)
+    if src is None or dst is None or src.name != dst.name:
+        return None
+    weights = src.get_weights()
+    shapes = [tuple(w.shape) for w in dst.weights]
+    if [w.shape for w in weights] == shapes:
+        return None
+    at = [w.name for w in src.weights].index("kernel") if hasattr(src, "kernel") else None
+    if at is None:
+        return None
+    kernel, channels = weights[at], input_hwc(model)[-1]
+    if kernel.ndim == 4:
+        weights[at] = adapt_input_conv(kernel, channels, axis=-2)
+    elif kernel.ndim == 2 and len(source.input_shape) == 4 == len(model.input_shape):
+        # an MLP: the kernel's rows are the flattened pictures' positions
+        src_shape, dst_shape = tuple(source.input_shape[1:]), tuple(model.input_shape[1:])
+        units = kernel.shape[-1]
+        by_position = np.empty_like(kernel)
+        by_position[_flat_order(source, src_shape)] = kernel
+        adapted = adapt_input_conv(by_position.reshape(*src_shape, units), channels, axis=-2)
+        weights[at] = adapted.reshape(-1, units)[_flat_order(model, dst_shape)]
+    if [w.shape for w in weights] != shapes:
+        return None  # not the input's change: transfer_weights names the layer
+    return dst, weights
+
+
 def copy_weights(source, model, *, include_top, classes, what):
     """Copy every weighted layer of the body of ``source`` into ``model`` by
     name; the head too when ``include_top`` and the class counts agree (else
     the fresh head stays, and one log line says so). Every weighted layer of
     the body must match by name and shape (``what`` names the weights in the
-    errors). Returns ``model``."""
+    errors). Another input shape follows the one rule of
+    :func:`keras_gresnet.weights.adapt.input_change` (another channel count
+    adapts the first layer's kernel as timm's ``adapt_input_conv``; another
+    size needs a new head or none, and a body that takes it). Returns what
+    the card records of the input's adaptation, or ``None`` (the same
+    input)."""
     source_head = head_layer(source)
     exclude = set()
+    new_head = not include_top or source_head is None or source_head.units != classes
+    note = input_change(input_hwc(source), input_hwc(model), new_head=new_head,
+                        spatial=takes_any_size(model))
     if include_top and source_head is not None and source_head.units != classes:
         exclude.add(HEAD)
         logger.warning(
@@ -177,8 +258,15 @@ def copy_weights(source, model, *, include_top, classes, what):
             "initialised (the weights have %d classes)",
             model.name, what, classes, source_head.units,
         )
+    adapted = _adapted_first_layer(source, model) if note else None
+    if adapted is not None:
+        layer, weights = adapted
+        layer.set_weights(weights)
+        exclude.add(layer.name)
     try:
         copied = transfer_weights(source, model, skip_missing=False, exclude=exclude)
+        if adapted is not None:
+            copied.append(adapted[0].name)
     except ValueError as error:
         raise ValueError(f"the weights {what!r} ({source.name}) do not fit "
                          f"{model.name}, another architecture: {error}") from None
@@ -192,12 +280,13 @@ def copy_weights(source, model, *, include_top, classes, what):
             f"another architecture: it has no layers named "
             f"{unused[:5]}{'...' if len(unused) > 5 else ''}"
         )
-    return model
+    return note
 
 
-def weights_file_bytes(model):
+def weights_file_bytes(model, objects_to_skip=()):
     """The bytes of ``model.save_weights(...)``'s ``.weights.h5`` file (the
-    model's and its optimizer's variables), made in memory.
+    model's and its optimizer's variables, without ``objects_to_skip``'s, as
+    Keras' ``save_weights`` skips them), made in memory.
 
     The file is then written with plain Python I/O: a disk that fills or a
     file-size limit in the middle of the write is an ``OSError`` like any
@@ -215,18 +304,18 @@ def weights_file_bytes(model):
     store = saving_lib.H5IOStore(buffer, mode="w")
     try:
         saving_lib._save_state(model, weights_store=store, assets_store=None, inner_path="",
-                               visited_saveables=set())
+                               visited_saveables={id(o) for o in objects_to_skip})
     finally:
         store.close()
     return buffer.getvalue()
 
 
-def save_weights(model, path):
+def save_weights(model, path, objects_to_skip=()):
     """``model.save_weights(path)``, the file made in memory
     (:func:`weights_file_bytes`) and written atomically with plain Python I/O:
     a full disk is one ``OSError`` naming ``path`` and nothing is left
     behind, where h5py writing to disk crashes the process."""
-    write_bytes(path, weights_file_bytes(model))
+    write_bytes(path, weights_file_bytes(model, objects_to_skip))
 
 
 def compile_as_saved(model, path):

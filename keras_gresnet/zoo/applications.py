@@ -12,6 +12,7 @@ from keras_gresnet.layers.inputs import (  # noqa: F401 (the builders' input)
     STATISTICS_FORM, channels_first as _channels_first, model_input,
 )
 from keras_gresnet.weights import arguments as weights_arguments
+from keras_gresnet.weights.adapt import adapt_statistics
 from keras_gresnet.zoo import resolver
 from keras_gresnet.zoo.builders import hub_weights
 
@@ -156,7 +157,9 @@ def check_preprocessing(builder, include_preprocessing, weights, input_shape):
     ``None`` (``False``): checked before anything is built.
 
     ``True`` takes the statistics of the ``weights`` registry entry (its
-    ``"preprocessing"`` field) and is refused without one; a dict gives them
+    ``"preprocessing"`` field, for another channel count as
+    :func:`keras_gresnet.weights.adapt.adapt_statistics` adapts them) and
+    is refused without one; a dict gives them
     (``dict(method="scale")`` needs no ``mean`` or ``std``). One value per
     channel of ``input_shape`` (its last size); a vector model takes one
     value, broadcast over its features, too."""
@@ -170,7 +173,10 @@ def check_preprocessing(builder, include_preprocessing, weights, input_shape):
                 f"published weights= entry, and weights={weights!r} has none; pass "
                 f"include_preprocessing={STATISTICS_FORM} (the training pipeline's "
                 f"Preprocessing.get_config(); dict(method='scale') for pixels / 255)")
-        statistics = entry["preprocessing"]
+        # the entry's, for the channels of this input (timm's in_chans: a grey
+        # mean repeated for RGB, as the first kernel is)
+        statistics = adapt_statistics(entry["preprocessing"],
+                                      input_shape[0 if _channels_first(input_shape) else -1])
     elif isinstance(include_preprocessing, dict):
         statistics = include_preprocessing
     else:

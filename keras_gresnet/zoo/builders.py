@@ -10,6 +10,8 @@ import functools
 import inspect
 import re
 
+import keras
+
 from keras_gresnet._checks import did_you_mean
 from keras_gresnet._text import shown
 from keras_gresnet.layers import PixelNormalization
@@ -133,7 +135,8 @@ def application_arguments(builder, arguments, *, keras_weights=False):
     only once the model is built; with ``keras_weights`` the builder checks
     Keras Applications' own) and ``name=None`` the builder's name."""
     if "weights" in arguments and not keras_weights and not hub_weights(arguments["weights"]):
-        arguments["weights"] = weights_arguments.resolve(builder, arguments)
+        arguments["weights"] = weights_arguments.resolve(
+            builder, arguments, channels_first=keras.config.image_data_format() == "channels_first")
     if "name" in arguments and arguments["name"] is None:
         arguments["name"] = builder.__name__
 

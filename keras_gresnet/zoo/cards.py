@@ -6,6 +6,7 @@ registry entry, a run or a preset go into it."""
 
 from keras_gresnet.data.datasets import DATASETS
 from keras_gresnet.layers.model import CARD_FIELDS
+from keras_gresnet.weights.adapt import adapt_statistics
 
 
 def card(**fields):
@@ -55,3 +56,19 @@ def head_card(source_card, head_kept):
         kept.pop("class_names", None)
         kept.pop("test_error_percent", None)
     return kept
+
+
+def adapted_card(source_card, adaptation, channels):
+    """``source_card`` for a model that took its weights at another input
+    (``adaptation``: what :func:`keras_gresnet.weights.adapt.input_change`
+    says, ``None`` for the same input): the adaptation said after the
+    source, and the pixel statistics for the model's ``channels``
+    (:func:`~keras_gresnet.weights.adapt.adapt_statistics`)."""
+    if adaptation is None:
+        return dict(source_card)
+    adapted = dict(source_card)
+    source = adapted.get("source")
+    adapted["source"] = f"{source}; {adaptation}" if source else adaptation
+    if adapted.get("preprocessing") is not None:
+        adapted["preprocessing"] = adapt_statistics(adapted["preprocessing"], channels)
+    return adapted

@@ -20,13 +20,16 @@ from keras_gresnet._version import __version__
 from keras_gresnet.files import Stopped, stop_when
 from keras_gresnet.weights.download import MIN_RATE, sha256_of
 from keras_gresnet.weights.arguments import (
-    HF_SCHEME, PRESET_CONFIG, PRESET_METADATA, PRESET_WEIGHTS,
+    HF_SCHEME, PRESET_CONFIG, PRESET_CONVERTER, PRESET_METADATA, PRESET_PREPROCESSOR,
+    PRESET_TASK, PRESET_TASK_WEIGHTS, PRESET_WEIGHTS,
 )
 from keras_gresnet.weights.registry import model_card, read_registry
 
 INSTALL_HINT = 'pip install "keras-gresnet[hub]"'
 README = "README.md"  # the repository's model card, as the Hub shows it
-PRESET_FILES = (PRESET_CONFIG, PRESET_WEIGHTS, PRESET_METADATA)
+PRESET_FILES = (PRESET_CONFIG, PRESET_WEIGHTS, PRESET_METADATA, PRESET_TASK,
+                PRESET_TASK_WEIGHTS, PRESET_PREPROCESSOR, PRESET_CONVERTER)
+WEIGHTS_FILES = (PRESET_WEIGHTS, PRESET_TASK_WEIGHTS)
 # The largest preset file downloaded (keras_gresnet.limits, the bounds' one
 # place): the weights of the largest model this package builds; a JSON file
 # of a preset is small.
@@ -182,7 +185,7 @@ def _download_files(hf, uri, repo_id, revision, info):
     bounded (:func:`_bounded`), all of its one commit; returns their folder."""
     sizes = {s.rfilename: s.size for s in info.siblings or () if s.rfilename in PRESET_FILES}
     for file, size in sizes.items():
-        limit = MAX_WEIGHTS_BYTES if file == PRESET_WEIGHTS else MAX_JSON_BYTES
+        limit = MAX_WEIGHTS_BYTES if file in WEIGHTS_FILES else MAX_JSON_BYTES
         if not isinstance(size, int) or not 0 <= size <= limit:
             raise HubError(f"preset {uri!r}: the Hub lists {file} at {size!r} bytes; a "
                            f"preset file is at most {limit:,}")
@@ -299,17 +302,16 @@ def _registry_entry(metadata):
     return entry
 
 
-def preset_card(folder, *, repo_id, params, trainable_params):
+def preset_card(folder, *, repo_id, builder, builder_kwargs, params, trainable_params):
     """The model card (the repository's README.md) of the preset ``folder``:
     for a registry entry's preset, the entry's card (:func:`model_card`, as
     ``keras-gresnet weights show`` prints it); for any other, what the
     preset records. Both end with the preset's builder, arguments,
     parameters and weights file (sha256, size)."""
-    config = json.loads((folder / PRESET_CONFIG).read_text())
     metadata_path = folder / PRESET_METADATA
     metadata = json.loads(metadata_path.read_text()) if metadata_path.is_file() else {}
     weights = folder / PRESET_WEIGHTS
-    kwargs = ", ".join(f"{k}={v!r}" for k, v in sorted(config["builder_kwargs"].items()))
+    kwargs = ", ".join(f"{k}={v!r}" for k, v in sorted(builder_kwargs.items()))
     entry = _registry_entry(metadata)
     lines = ["---", "library_name: keras", "tags:", "- keras-gresnet", "- keras-gresnet-preset",
              "---", ""]
@@ -322,14 +324,15 @@ def preset_card(folder, *, repo_id, params, trainable_params):
     lines += [
         "## Preset",
         "",
-        f"- load: `keras_gresnet.zoo.from_preset(\"hf://{repo_id}\")` "
-        f"(Keras 3: TensorFlow, JAX or PyTorch)",
-        f"- builder: `keras_gresnet.zoo.{config['builder']}({kwargs})`",
+        f"- load: `keras_gresnet.zoo.from_preset(\"hf://{repo_id}\")`, or with KerasHub "
+        f"after `import keras_gresnet`: `keras_hub.models.ImageClassifier.from_preset"
+        f"(\"hf://{repo_id}\")` (Keras 3: TensorFlow, JAX or PyTorch)",
+        f"- builder: `keras_gresnet.zoo.{builder}({kwargs})`",
         f"- parameters: {params:,} ({trainable_params:,} trainable)",
         f"- weights: {PRESET_WEIGHTS}, {weights.stat().st_size:,} bytes, "
         f"sha256 {sha256_of(weights)}",
-        f"- saved with Keras {config.get('keras_version', 'not recorded')}, "
-        f"keras-gresnet {config.get('keras_gresnet_version', 'not recorded')}",
+        f"- saved with Keras {metadata.get('keras_version', 'not recorded')}, "
+        f"keras-gresnet {metadata.get('keras_gresnet_version', 'not recorded')}",
     ]
     if metadata and entry is None:
         lines.append(f"- metadata: `{json.dumps(metadata, sort_keys=True, default=str)}`")

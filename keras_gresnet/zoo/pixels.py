@@ -10,6 +10,7 @@ import keras
 import numpy as np
 
 from keras_gresnet._pixels import scale_offset
+from keras_gresnet.artefacts import DEFAULT_INPUT_DTYPE, contract_picture
 from keras_gresnet.layers import ZooModel
 from keras_gresnet.layers.inputs import model_input, pixel_statistics
 from keras_gresnet.weights import data_config as registry_data_config
@@ -82,14 +83,44 @@ def data_config(source):
     gives it (:func:`keras_gresnet.weights.data_config`'s fields: input
     size, channels, layout, pixels, preprocessing with its mean and std,
     interpolation, crop, classes), for any source :func:`resolve` takes: a
-    registry entry or published name from the registry alone (no Keras
-    model built), anything else from its model and card."""
+    registry entry or published name (or its ``.keras`` file) from the
+    registry alone (no Keras model built), an exported artefact from its
+    contract (:func:`artefact_data_config`), anything else from its model
+    and card. The same net gives the same answer through every source: its
+    name, its file, its run folder, the model object."""
     resolved = resolve(source, argument="source", load=False)
     if resolved.entry is not None:
         return registry_data_config(resolved.entry)
+    if resolved.kind == "artefact":
+        return artefact_data_config(resolved)
     resolved = resolve(resolved, argument="source")
     head = head_layer(resolved.model)
     return registry_data_config(dict(
         input_shape=list(resolved.model.input_shape[1:]),
         preprocessing=resolved.preprocessing or DEFAULT_PREPROCESSING,
         classes=head.units if head is not None else None))
+
+
+def artefact_data_config(resolved):
+    """:func:`data_config` of an exported artefact (``resolved``: the
+    resolver's declared artefact, its contract read once its ops were
+    checked): the net's input size as ``(height, width, channels)`` whatever
+    the artefact's ``layout`` (``NHWC``, ``NCHW`` or ``flat``), the
+    ``pixels`` it takes (``"raw 0-255"``: the normalisation inside, the
+    export's default; else ``"normalised"``), the preprocessing it records,
+    and as many ``classes`` as its class names (``None`` where it names
+    none)."""
+    contract = resolved.contract
+    layout, picture = contract_picture(resolved.source, contract)
+    names = resolved.class_names
+    config = registry_data_config(dict(
+        input_shape=list(contract["input_shape"]) if layout == "flat" else list(picture),
+        preprocessing=recorded_statistics(resolved),
+        classes=len(names) if names else None))
+    dtype = contract.get("input_dtype", DEFAULT_INPUT_DTYPE)
+    raw = contract.get("pixels") == "raw 0-255"
+    config.update(layout=layout, pixels=contract.get("pixels"),
+                  model_input=f"raw 0-255 pixels as {dtype} (a uint8 array is cast): the "
+                  f"normalisation is inside the artefact" if raw else
+                  f"(pixels / 255 - mean) / std as {dtype}")
+    return config

@@ -4,6 +4,7 @@ written and uploaded, and KerasHub's ``from_preset`` with the builders'
 overrides. Reading any source, presets included, is
 :mod:`keras_gresnet.zoo.resolver`'s job."""
 
+import inspect
 import math
 import os
 import shutil
@@ -13,13 +14,13 @@ from pathlib import Path
 import keras
 
 from keras_gresnet._version import __version__
-from keras_gresnet.files import write_json, write_text
+from keras_gresnet.files import read_json, write_json, write_text
 from keras_gresnet.layers.model import ZooModel, model_card
-from keras_gresnet.weights import PRESET_CONFIG, PRESET_METADATA, PRESET_WEIGHTS, published
+from keras_gresnet.weights import PRESET_METADATA, PRESET_WEIGHTS, published
 from keras_gresnet.weights.arguments import canonical, describe_call
-from keras_gresnet.weights.loading import copy_weights, head_layer, save_weights
+from keras_gresnet.weights.loading import copy_weights, head_layer
 from keras_gresnet.zoo import hub
-from keras_gresnet.zoo.builders import get_model
+from keras_gresnet.zoo.builders import get_model, model_builder
 from keras_gresnet.zoo.cards import head_card, preset_card
 from keras_gresnet.zoo.resolver import resolve
 
@@ -93,18 +94,46 @@ def _preset_contents(model, builder, builder_kwargs, metadata):
     return twin, config, metadata or {}
 
 
+def _kerashub_module():
+    try:
+        from keras_gresnet.zoo import kerashub
+    except ImportError as error:
+        raise ImportError(f"a preset is a KerasHub preset: writing one needs keras-hub "
+                          f"(pip install 'keras-gresnet[keras-hub]'): {error}") from None
+    return kerashub
+
+
+def _write_kerashub(folder, twin, config, metadata):
+    """The KerasHub preset of ``twin`` in the new folder ``folder``:
+    KerasHub's own files (the backbone's ``config.json`` and weights, the
+    task and its head's weights where the model has a head, the
+    preprocessor and its image converter) and ``metadata.json`` holding
+    KerasHub's fields and the model's card."""
+    kerashub = _kerashub_module()
+    preprocessing = metadata.get("preprocessing")
+    if preprocessing is None and isinstance(config["builder_kwargs"].get(
+            "include_preprocessing"), dict):
+        preprocessing = config["builder_kwargs"]["include_preprocessing"]
+    model, preprocessor = kerashub.to_kerashub(twin, preprocessing)
+    model.save_to_preset(str(folder))
+    if not hasattr(model, "preprocessor"):  # a backbone alone: its pixels too
+        preprocessor.save_to_preset(str(folder))
+    written = read_json(folder / PRESET_METADATA)
+    write_json(folder / PRESET_METADATA, {**written, **metadata,
+                                          "keras_gresnet_version": __version__})
+
+
 def _write_preset(directory, twin, config, metadata, *, overwrite):
     if directory.exists() and not overwrite:
         raise ValueError(f"{directory} exists; pass overwrite=True to replace the preset")
+    _kerashub_module()  # nothing written without it
     directory.parent.mkdir(parents=True, exist_ok=True)
     tmp = directory.with_name(f".{directory.name}.tmp{os.getpid()}")
     old = directory.with_name(f".{directory.name}.old{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         tmp.mkdir()
-        write_json(tmp / PRESET_CONFIG, config)
-        save_weights(twin, tmp / PRESET_WEIGHTS)  # h5py never writes to the disk
-        write_json(tmp / PRESET_METADATA, metadata)
+        _write_kerashub(tmp, twin, config, metadata)
         if directory.exists():
             os.replace(directory, old)
             try:
@@ -130,11 +159,21 @@ def _upload(uri, folder, model, *, overwrite, argument):
     """Write the card of the preset ``folder`` (ours, temporary) into it and
     upload it to ``uri``."""
     repo_id, _ = hub.parse_hub_uri(uri)
-    card = hub.preset_card(folder, repo_id=repo_id, params=model.count_params(),
+    card = hub.preset_card(folder, repo_id=repo_id, builder=model.builder,
+                           builder_kwargs=_not_default(model.builder, model.builder_kwargs),
+                           params=model.count_params(),
                            trainable_params=_trainable(model))
     write_text(folder / hub.README, card)
     return hub.upload_folder(uri, folder, overwrite=overwrite, argument=argument,
                              commit_message=f"Upload preset {model.name} (keras-gresnet {__version__})")
+
+
+def _not_default(builder, kwargs):
+    """``kwargs`` without those at the builder's own default (and its name):
+    the call a reader would write."""
+    parameters = inspect.signature(model_builder(builder)).parameters
+    return {k: v for k, v in kwargs.items() if k != "name" and (
+        k not in parameters or canonical(parameters[k].default) != canonical(v))}
 
 
 def _trainable(model):
@@ -178,8 +217,15 @@ def from_preset(preset, cache_dir=None, **overrides):
     ``overrides``: the builders' ``include_top``, ``classes``,
     ``input_shape``, ``pooling``, ``classifier_activation``, ``name``, on
     the builders' rules: a head of other classes, or none, loads the body
-    and keeps a fresh head; another ``input_shape`` only with
-    ``include_top=False`` (Keras Applications')."""
+    and keeps a fresh head; another ``input_shape`` as
+    :func:`keras_gresnet.weights.adapt.input_change` allows (another
+    channel count: the first kernel adapted as timm's ``adapt_input_conv``
+    and the pixel statistics with it; another height and width without the
+    head or with other classes, into a conv net), the card saying so."""
+    from keras_gresnet.weights.adapt import adapt_statistics, hwc, input_change
+    from keras_gresnet.weights.loading import input_hwc, takes_any_size
+    from keras_gresnet.zoo.cards import adapted_card
+
     unknown = sorted(set(overrides) - set(PRESET_OVERRIDES))
     if unknown:
         raise ValueError(f"from_preset takes no {unknown}; overrides accepted: "
@@ -192,18 +238,31 @@ def from_preset(preset, cache_dir=None, **overrides):
         raise ValueError(f"preset={resolved.source!r}: its model records no zoo builder, so "
                          f"it cannot be rebuilt with {sorted(overrides)}")
     kwargs = {**model.builder_kwargs, **overrides}
-    shape = overrides.get("input_shape")
-    if shape is not None and tuple(shape) != tuple(model.input_shape[1:]) and \
-            kwargs.get("include_top", True) is not False:
-        raise ValueError(f"input_shape={tuple(shape)} is not the preset's "
-                         f"{tuple(model.input_shape[1:])}: another size is taken with "
-                         f"include_top=False (Keras Applications' rule)")
+    old_head = head_layer(model)
+    try:  # a shape that is no tuple of sizes: the builder's own one line
+        spatial = takes_any_size(model)  # a conv net reads input_shape in Keras' layout
+        wanted = hwc(overrides["input_shape"], spatial and
+                     keras.config.image_data_format() == "channels_first")
+    except (KeyError, TypeError, ValueError):
+        wanted = None
+    if wanted is not None:  # the builders' rule, before anything is built
+        new_head = kwargs.get("include_top", True) is False or old_head is None or \
+            kwargs.get("classes") != old_head.units
+        try:
+            input_change(input_hwc(model), wanted, new_head=new_head, spatial=spatial)
+        except ValueError as error:
+            raise ValueError(f"preset={resolved.source!r}: {error}") from None
+        statistics = kwargs.get("include_preprocessing")
+        if isinstance(statistics, dict):  # the model's own normalisation, per channel
+            kwargs["include_preprocessing"] = adapt_statistics(statistics, wanted[-1])
     rebuilt = get_model(model.builder, **kwargs)
-    head, old_head = head_layer(rebuilt), head_layer(model)
-    copy_weights(model, rebuilt, include_top=head is not None,
-                 classes=head.units if head is not None else None, what=resolved.source)
+    head = head_layer(rebuilt)
+    adaptation = copy_weights(model, rebuilt, include_top=head is not None,
+                              classes=head.units if head is not None else None,
+                              what=resolved.source)
     kept = head is not None and old_head is not None and head.units == old_head.units
-    return rebuilt.remember(rebuilt.builder, rebuilt.builder_kwargs, head_card(resolved.card, kept))
+    card = adapted_card(head_card(resolved.card, kept), adaptation, input_hwc(rebuilt)[-1])
+    return rebuilt.remember(rebuilt.builder, rebuilt.builder_kwargs, card)
 
 
 def weights_preset(name, directory, *, overwrite=False, cache_dir=None):

@@ -26,22 +26,29 @@ from pathlib import Path
 import keras
 
 from keras_gresnet._checks import did_you_mean
+from keras_gresnet.artefact_checks import checked_contract
+from keras_gresnet._text import shown
 from keras_gresnet.files import read_json
 from keras_gresnet.layers import ZooModel, model_card, takes_raw_pixels
-from keras_gresnet.layers.model import check_card
+from keras_gresnet.layers.model import CARD_FIELDS, check_card
 from keras_gresnet.weights import (
     PRESET_CONFIG, PRESET_METADATA, PRESET_WEIGHTS, get_weights, list_weights, published,
     weights_path,
 )
 from keras_gresnet.weights.download import sha256_of
-from keras_gresnet.weights.arguments import ACCEPTED, RUN_CONFIG, RUN_MODEL, source_kind
+from keras_gresnet.weights.arguments import (
+    ACCEPTED, PRESET_CLASSES, PRESET_CONVERTER, PRESET_PREPROCESSOR, PRESET_TASK,
+    PRESET_TASK_WEIGHTS, RUN_CONFIG, RUN_MODEL, source_kind,
+)
 from keras_gresnet.weights.loading import (
-    check_archive_members, compile_as_saved, copy_weights, head_layer, load_exact,
-    load_model_file,
+    check_archive_members, compile_as_saved, copy_weights, h5_variable_count, head_layer,
+    input_hwc, load_exact, load_model_file,
 )
 from keras_gresnet.zoo import hub
 from keras_gresnet.zoo.builders import get_model, list_models
-from keras_gresnet.zoo.cards import entry_card, head_card, preset_card, run_card
+from keras_gresnet.zoo.cards import (
+    adapted_card, entry_card, head_card, preset_card, run_card,
+)
 from keras_gresnet.zoo.run_config import read_run_config
 
 
@@ -60,6 +67,8 @@ class Resolved:
         entry: a published name's registry entry, else ``None``.
         input_shape: the model's input shape (without the batch), where
             known.
+        contract: an exported artefact's contract
+            (:func:`keras_gresnet.artefacts.read_contract`), else ``None``.
     """
 
     model: keras.Model | None
@@ -69,6 +78,7 @@ class Resolved:
     config: dict | None = None
     entry: dict | None = None
     input_shape: tuple | None = None
+    contract: dict | None = None
     # What loads the model later (``resolve(resolved)``): the source as given.
     origin: object = dataclasses.field(default=None, repr=False, compare=False)
     cache_dir: object = dataclasses.field(default=None, repr=False, compare=False)
@@ -107,7 +117,10 @@ def resolve(source, *, cache_dir=None, argument="model", compile=False, load=Tru
     ``load=False``: what the source declares (card, input shape, entry,
     run config) without loading a model, for every source but a Hub preset
     (downloaded and loaded); an unfinished run folder is then taken for
-    what its ``config.json`` says. Anything else is one ``ValueError``
+    what its ``config.json`` says, and an exported artefact (``.onnx``,
+    ``.tflite``, SavedModel folder; kind ``"artefact"``) for its contract,
+    read once its ops are checked (loading one is refused: it holds no
+    Keras model). Anything else is one ``ValueError``
     naming ``argument`` and what would be accepted."""
     if isinstance(source, Resolved):
         if source.model is not None or not load:
@@ -120,7 +133,7 @@ def resolve(source, *, cache_dir=None, argument="model", compile=False, load=Tru
     if isinstance(source, dict):  # a registry entry, as weights= of a builder resolves it
         kind, text = "published", source["name"]
     else:
-        kind = source_kind(source, argument, finished=load)
+        kind = source_kind(source, argument, finished=load, artefact=not load)
         text = os.fspath(source)
     if kind == "weights_file":
         raise ValueError(
@@ -181,6 +194,12 @@ def _declared(source, kind, text, argument, cache_dir):
     if kind == "published":
         entry = source if isinstance(source, dict) else _entry(text, argument)
         return declared(entry_card(entry), tuple(entry["input_shape"]), entry=entry)
+    if kind == "artefact":
+        contract = checked_contract(Path(source))  # its ops first, whatever it claims
+        card = {key: contract[key] for key in CARD_FIELDS if contract.get(key) is not None}
+        shape = contract.get("input_shape")
+        return dataclasses.replace(declared(card, tuple(shape) if shape else None),
+                                   contract=contract)
     if kind == "preset":
         config, metadata = _preset_files(Path(source))
         shape = config["builder_kwargs"].get("input_shape")
@@ -211,8 +230,8 @@ def _archive_card_and_shape(path):
             return {}, None  # a device or a pipe, or none: the loader says, unopened
         with zipfile.ZipFile(_bounded_keras(path)) as archive:
             config = json.loads(archive.read("config.json"))
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
-        return {}, None
+    except (OSError, KeyError, ValueError, RecursionError, zipfile.BadZipFile):
+        return {}, None  # the loader says what is wrong, in one line
     try:
         card = check_card(config["config"]["card"]) if config.get("class_name") == "ZooModel" \
             else {}
@@ -226,24 +245,89 @@ def _archive_card_and_shape(path):
 
 
 def _preset_files(directory):
-    """A preset folder's ``config.json`` (checked: its builder, its
-    arguments, its own weights file) and ``metadata.json`` (``{}`` if none)."""
+    """A preset folder's config (checked: its builder, its arguments, its
+    own weights file), as ``{"builder", "builder_kwargs", "kerashub"}``, and
+    its ``metadata.json`` (``{}`` if none). A KerasHub preset (what
+    :func:`~keras_gresnet.zoo.save_preset` writes) names its classes: each
+    JSON file's must be a zoo model's (:data:`PRESET_CLASSES`); an older
+    preset's ``config.json`` holds the builder and its arguments."""
     path = directory / PRESET_CONFIG
     config = read_json(path)
+    kerashub = "registered_name" in config
+    if kerashub:
+        config = _kerashub_config(directory, config)
     if not isinstance(config.get("builder"), str) or not isinstance(
         config.get("builder_kwargs"), dict
     ):
         raise ValueError(f"{path} must hold an object with 'builder' and 'builder_kwargs'")
-    # What save_preset refuses to write, from_preset refuses to read: a
-    # preset's weights are its own file, never another path, name or preset.
-    given = sorted({"weights", "input_tensor"} & set(config["builder_kwargs"]))
-    if given:
-        raise ValueError(f"{path}: builder_kwargs may not set {given} (a preset's weights "
-                         f"are its {PRESET_WEIGHTS})")
+    _own_weights(path, config["builder_kwargs"])
     if not (directory / PRESET_WEIGHTS).is_file():
         raise ValueError(f"{directory} is not a preset: {PRESET_WEIGHTS} is missing")
     metadata_path = directory / PRESET_METADATA
-    return config, read_json(metadata_path) if metadata_path.is_file() else {}
+    metadata = read_json(metadata_path) if metadata_path.is_file() else {}
+    if not isinstance(metadata, dict):
+        raise ValueError(f"{metadata_path} must hold a JSON object")
+    return dict(config, kerashub=kerashub), metadata
+
+
+def _own_weights(path, kwargs):
+    """What save_preset refuses to write, from_preset refuses to read: a
+    preset's weights are its own file, never another path, name or preset."""
+    given = sorted({"weights", "input_tensor"} & set(kwargs))
+    if given:
+        raise ValueError(f"{path}: builder_kwargs may not set {given} (a preset's weights "
+                         f"are its {PRESET_WEIGHTS})")
+
+
+def _named_class(path, config):
+    """``config``'s class (a JSON object with ``registered_name``), one of
+    those ``path``'s file may name."""
+    accepted = PRESET_CLASSES[path.name]
+    name = config.get("registered_name") if isinstance(config, dict) else None
+    if name not in accepted:
+        raise ValueError(f"{path}: names the class {shown(name)}; a preset of "
+                         f"keras-gresnet names {', '.join(accepted)} (another KerasHub "
+                         f"model loads with keras_hub itself)")
+    if not isinstance(config.get("config"), dict):
+        raise ValueError(f"{path}: its 'config' must be a JSON object")
+    return name
+
+
+def _kerashub_config(directory, config):
+    """A KerasHub preset's builder and arguments (the head's from its
+    ``task.json``), every JSON file's classes checked first."""
+    path = directory / PRESET_CONFIG
+    _named_class(path, config)
+    body = config["config"]
+    kwargs = body.get("builder_kwargs")
+    if not isinstance(kwargs, dict):
+        raise ValueError(f"{path}: its config must hold 'builder' and 'builder_kwargs'")
+    _own_weights(path, kwargs)
+    kwargs = {k: v for k, v in kwargs.items()
+              if k not in ("include_top", "classes", "classifier_activation", "pooling")}
+    task_path = directory / PRESET_TASK
+    if task_path.is_file():
+        task = read_json(task_path)
+        _named_class(task_path, task)
+        nested = task["config"].get("backbone")
+        if nested != config:
+            raise ValueError(f"{task_path}: its backbone is not the one of {PRESET_CONFIG}")
+        if not (directory / PRESET_TASK_WEIGHTS).is_file():
+            raise ValueError(f"{directory} is not a preset: {PRESET_TASK} has no "
+                             f"{PRESET_TASK_WEIGHTS}")
+        classes = task["config"].get("num_classes")
+        if not isinstance(classes, int) or isinstance(classes, bool) or classes < 1:
+            raise ValueError(f"{task_path}: num_classes must be a positive integer")
+        kwargs.update(classes=classes)
+        preprocessor = task["config"].get("preprocessor")
+        if preprocessor is not None:
+            _named_class(directory / PRESET_PREPROCESSOR, preprocessor)
+    else:
+        kwargs.update(include_top=False)
+    for name in (PRESET_PREPROCESSOR, PRESET_CONVERTER):
+        if (directory / name).is_file():
+            _named_class(directory / name, read_json(directory / name))
+    return {"builder": body.get("builder"), "builder_kwargs": kwargs}
 
 
 def _preset_model(directory):
@@ -252,14 +336,39 @@ def _preset_model(directory):
     ``metadata.json``; one ``ValueError`` naming the file that is wrong
     otherwise."""
     config, metadata = _preset_files(directory)
-    model = load_exact(get_model(config["builder"], **config["builder_kwargs"]),
-                       directory / PRESET_WEIGHTS)
+    if config["kerashub"]:
+        model = _kerashub_model(directory)
+    else:
+        model = load_exact(get_model(config["builder"], **config["builder_kwargs"]),
+                           directory / PRESET_WEIGHTS)
     if isinstance(model, ZooModel):
         try:
             model.remember(model.builder, model.builder_kwargs, preset_card(metadata))
         except ValueError as error:
             raise ValueError(f"{directory / PRESET_METADATA}: {error}") from None
     return model
+
+
+def _kerashub_model(directory):
+    """The zoo model of a KerasHub preset (its classes checked by
+    :func:`_preset_files`), loaded by KerasHub (``safe_mode``: no code from
+    the files runs) once its weights files are checked."""
+    try:
+        from keras_gresnet.zoo import kerashub
+    except ImportError as error:
+        raise ValueError(f"{directory}: a KerasHub preset; reading it needs keras-hub "
+                         f"(pip install 'keras-gresnet[keras-hub]'): {error}") from None
+    task = (directory / PRESET_TASK).is_file()
+    for name in (PRESET_WEIGHTS, PRESET_TASK_WEIGHTS) if task else (PRESET_WEIGHTS,):
+        h5_variable_count(directory / name)  # readable, no bomb: one line naming it
+    loader = kerashub.keras_hub.models.ImageClassifier if task else \
+        kerashub.keras_hub.models.Backbone
+    try:
+        loaded = loader.from_preset(str(directory))
+    except (ValueError, KeyError, TypeError) as error:
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ValueError(f"{directory}: KerasHub cannot load it ({first[:200]})") from None
+    return kerashub.from_kerashub(loaded, str(directory))
 
 
 def _entry(name, argument):
@@ -383,7 +492,10 @@ def load_into(model, weights, *, include_top=None, classes=None, cache_dir=None)
     ``include_top`` and ``classes`` other than the weights', the body is
     loaded and the fresh ``predictions`` layer kept (one log line says so);
     without ``include_top`` only the body is loaded. Every weighted layer of
-    the body must match by name and shape. Returns ``model``."""
+    the body must match by name and shape; ``model``'s input may differ from
+    the weights' as :func:`keras_gresnet.weights.adapt.input_change` allows
+    (another channel count: the first kernel adapted as timm's
+    ``adapt_input_conv``, the card saying so). Returns ``model``."""
     head = head_layer(model)
     include_top = head is not None if include_top is None else include_top
     if include_top and head is None:
@@ -400,11 +512,12 @@ def load_into(model, weights, *, include_top=None, classes=None, cache_dir=None)
         return _remember(model, {"source": str(weights)})
     resolved = resolve(weights, cache_dir=cache_dir, argument="weights")
     source = resolved.model
-    copy_weights(source, model, include_top=include_top, classes=classes,
-                 what=resolved.source)
+    adaptation = copy_weights(source, model, include_top=include_top, classes=classes,
+                              what=resolved.source)
     source_head = head_layer(source)
     kept = include_top and source_head is not None and source_head.units == classes
-    return _remember(model, head_card(resolved.card, kept))
+    return _remember(model, adapted_card(head_card(resolved.card, kept), adaptation,
+                                         input_hwc(model)[-1]))
 
 
 def _remember(model, card):

@@ -7,7 +7,7 @@ family, with GR's CIFAR recipe at that data's length (``preact_mnist``).
 
 The runs, in this order: seed 0 of the ResNet and the GResNet (published as
 ``weights="fashion_mnist"``), seeds 1 and 2 of both, then the GResNet with
-``k_decay`` at seed 0 (GR's third column). ``--runs`` picks some of them
+``k_decay`` (GR's third column) at seeds 0, 1 and 2. ``--runs`` picks some of them
 (``resnet-seed0,gresnet-seed0``), so that two processes can train two runs
 side by side (one torch thread each: ``OMP_NUM_THREADS=1``).
 
@@ -44,7 +44,7 @@ NETS = {
 LABELS = {"resnet": "ResNet n=5 (original)", "gresnet": "GResNet n=5 (gated)",
           "gresnet_k_decay": "GResNet n=5 + k decay"}
 PLAN = [("resnet", 0), ("gresnet", 0), ("resnet", 1), ("gresnet", 1), ("resnet", 2),
-        ("gresnet", 2), ("gresnet_k_decay", 0)]
+        ("gresnet", 2), ("gresnet_k_decay", 0), ("gresnet_k_decay", 1), ("gresnet_k_decay", 2)]
 
 
 def run_name(net, seed):
