@@ -340,6 +340,7 @@ def test_weights_argument_takes_a_file_path(published, registry):
 # ----------------------------------------------------------------- presets
 
 
+@pytest.mark.keras_hub  # presets are KerasHub presets
 def test_preset_round_trip(tmp_path, published, registry):
     source = zoo.gresnet_mlp(depth=2, input_shape=MLP_SHAPE,
                              weights=published.folder / "gresnet_mlp2_tiny.keras")
@@ -372,6 +373,7 @@ def test_preset_round_trip(tmp_path, published, registry):
     assert not (tmp_path / "other").exists()
 
 
+@pytest.mark.keras_hub  # presets are KerasHub presets
 def test_a_zoo_model_remembers_its_builder_and_card_through_every_file(
         tmp_path, published, registry, bytes_server, monkeypatch):
     """KerasHub's ease: a zoo model knows its builder, arguments and weights'
@@ -429,6 +431,7 @@ def test_a_zoo_model_remembers_its_builder_and_card_through_every_file(
         zoo.save_preset(pruned, tmp_path / "pruned")
 
 
+@pytest.mark.keras_hub  # presets are KerasHub presets
 def test_interrupted_preset_save_leaves_no_preset(tmp_path, monkeypatch, published):
     model = zoo.gresnet_mlp(depth=2, input_shape=MLP_SHAPE)
 
