@@ -35,6 +35,8 @@ SAVED_MODEL_OPS = frozenset({
     "AddV2", "BiasAdd", "Conv2D", "FusedBatchNormV3", "MatMul", "Max", "MaxPool", "Mean",
     "Mul", "Pad", "Relu", "Reshape", "Rsqrt", "Softmax", "StridedSlice", "Sub",
     "Pack", "Shape",  # a flat input's reshape of a dynamic batch
+    "Squeeze",  # Keras' BiasAdd of a conv's bias (a folded BatchNorm's)
+    "Cast",  # a mixed-precision model's float32 <-> bfloat16
     # graph plumbing, variables (resources held in memory, no files)
     "AssignVariableOp", "Const", "Identity", "IdentityN", "NoOp", "Placeholder",
     "ReadVariableOp", "StatefulPartitionedCall", "VarHandleOp", "VarIsInitializedOp",

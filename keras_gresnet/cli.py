@@ -4,6 +4,7 @@
     keras-gresnet train MODEL [--depth 20 ...builder arguments] [--dataset ...]
                         [--recipe ...] [--epochs ... any recipe field] [--seed ...]
                         [--out ...] [--strategy ...] [--tensorboard]
+                        [--input-pipeline auto|tf_data|numpy|device]
                         [--mixed-precision mixed_float16|mixed_bfloat16]
                         [--workers host:port,... --worker-index i]
     keras-gresnet finetune SOURCE --dataset folder --data-dir DIR --out RUN [--seed N]
@@ -309,6 +310,7 @@ def cmd_train(args, extra):
     run = training.train(
         args.model, out=args.out, overwrite=args.overwrite, model_kwargs=builder_kwargs,
         workers=args.workers, worker_index=args.worker_index, tensorboard=args.tensorboard,
+        input_pipeline=args.input_pipeline,
         verbose="auto" if sys.stdout.isatty() else 2, **options.config(), **overrides)
     r = run.results
     where = f"run folder {printable(run.out)}" if run.out else "the chief writes the run folder"
@@ -529,7 +531,7 @@ def cmd_predict(args, extra):
     if resolved is None:
         probabilities = run(pictures)
     else:
-        model = resolved.model
+        model = zoo.inference_model(resolved)  # BatchNorms folded
         x = zoo.preprocess_input(pictures, resolved)
         if len(model.input_shape) == 2:  # a flat input (GR's MLPs take 784 pixels)
             x = x.reshape(len(x), -1)
@@ -559,7 +561,8 @@ def cmd_export(args, extra):
     export.check_format(args.format, argument="--format")
     export.check_out(args.out, args.format, argument="--out")
     out = export.export(args.model, args.out, format=args.format,
-                        include_preprocessing=not args.no_preprocessing)
+                        include_preprocessing=not args.no_preprocessing,
+                        fold_batchnorm=not args.no_fold)
     takes = "normalised pixels" if args.no_preprocessing else "raw 0-255 pixels"
     print(f"exported {printable(args.model)} as {args.format} (takes {takes}): "
           f"{printable(out)}")
@@ -681,6 +684,11 @@ def build_parser():
     p.add_argument("--tensorboard", action="store_true",
                    help="also write TensorBoard logs (loss, accuracy, test metrics, g(k) of "
                    "every gate) into RUN/tensorboard (needs tensorflow and tensorboard)")
+    p.add_argument("--input-pipeline", default="auto",
+                   help="what feeds the batches, all the same batches: device (JAX: the "
+                   "pixels on the device, each batch cut there), tf_data, numpy (default "
+                   "auto: device on JAX with a GPU, else tf_data where TensorFlow is installed, "
+                   "else numpy)")
     p.set_defaults(func=cmd_train, precheck=precheck_train,
                    flags=tuple(f for f in p._option_string_actions if f.startswith("--")))
 
@@ -767,6 +775,9 @@ def build_parser():
     p.add_argument("--no-preprocessing", action="store_true",
                    help="leave the model's pixel normalisation out: the artefact then takes "
                    "normalised pixels (default: raw 0-255 pixels, the normalisation inside)")
+    p.add_argument("--no-fold", action="store_true",
+                   help="keep every BatchNorm as trained (default: each one after a conv or "
+                   "dense layer folded into it, docs/benchmarks.md)")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("weights", help="published weights: list, download, verify the cache")

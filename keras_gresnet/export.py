@@ -111,7 +111,8 @@ def _move_into_place(source, out):
         source.unlink()
 
 
-def export(model, out, format="tf_saved_model", *, include_preprocessing=True, **kwargs):
+def export(model, out, format="tf_saved_model", *, include_preprocessing=True,
+           fold_batchnorm=True, **kwargs):
     """Export ``model`` for inference to ``out``; returns ``out`` as a Path.
 
     Args:
@@ -131,6 +132,9 @@ def export(model, out, format="tf_saved_model", *, include_preprocessing=True, *
             which pixels it takes, the preprocessing, source and licence, in
             ONNX's ``metadata_props`` and in a SavedModel's
             ``assets.extra/keras_gresnet.json``.
+        fold_batchnorm: fold each BatchNorm that follows a conv or dense
+            layer into it (:func:`keras_gresnet.zoo.inference_model`;
+            default); ``False``: the graph as trained.
         **kwargs: passed to ``model.export`` (``input_signature``,
             ``opset_version``, LiteRT converter options...).
     """
@@ -138,13 +142,15 @@ def export(model, out, format="tf_saved_model", *, include_preprocessing=True, *
 
     from keras_gresnet import zoo
 
+    for argument, value in (("include_preprocessing", include_preprocessing),
+                            ("fold_batchnorm", fold_batchnorm)):
+        if not isinstance(value, bool):
+            raise ValueError(f"{argument} must be True or False, got {value!r}")
     check_format(format)
     out = check_out(out, format)
-    if not isinstance(include_preprocessing, bool):
-        raise ValueError(f"include_preprocessing must be True or False, got "
-                         f"{include_preprocessing!r}")
     resolved = zoo.resolve(model)
     model = zoo.raw_pixels_model(resolved) if include_preprocessing else resolved.model
+    model = zoo.inference_model(model, fold_batchnorm=fold_batchnorm)
     contract = artefact_contract(resolved, model)
     kwargs.setdefault("verbose", False)
     if "input_signature" not in kwargs and len(getattr(model, "inputs", None) or ()) == 1:

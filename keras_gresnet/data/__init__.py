@@ -38,7 +38,9 @@ Modules, each importing only those before it:
 - :mod:`~keras_gresnet.data.numpydata`: its numpy twin (same batches);
 - :mod:`~keras_gresnet.data.imagenet`: HE's ImageNet data, streamed from
   ``tensorflow_datasets`` (TensorFlow imported on use);
-- :mod:`~keras_gresnet.data.pipelines`: :func:`pipeline`, through either;
+- :mod:`~keras_gresnet.data.devicedata`: the numpy pipeline's batches made on
+  JAX's device (``input_pipeline="device"``);
+- :mod:`~keras_gresnet.data.pipelines`: :func:`pipeline`, through any of them;
 - :mod:`~keras_gresnet.data.synthetic`: synthetic datasets in the official
   file formats, for tests and benchmarks.
 
@@ -49,8 +51,8 @@ Each name below loads its module on first use, so that
 
 import importlib
 
-_SUBMODULES = ("datasets", "folders", "imagenet", "numpydata", "pipelines", "preprocessing",
-               "readers", "sources", "synthetic", "tfdata")
+_SUBMODULES = ("datasets", "devicedata", "folders", "imagenet", "numpydata", "pipelines",
+               "preprocessing", "readers", "sources", "synthetic", "tfdata")
 # Public name -> the module that defines it.
 _NAMES = {
     "DATASETS": "datasets",
@@ -77,6 +79,7 @@ _NAMES = {
     "pipeline": "pipelines",
     "process_share": "pipelines",
     "resolve_input_pipeline": "pipelines",
+    "choose_input_pipeline": "pipelines",
     "augmentation_params": "tfdata",
     "crop_and_flip": "tfdata",
     "make_dataset": "pipelines",

@@ -89,7 +89,11 @@ class ArrayDataset(keras.utils.PyDataset):
         epoch, step = divmod(index, self.steps_per_epoch)
         return (EPOCH_STREAM, self.epochs[0] + epoch), step
 
-    def __getitem__(self, index):
+    def batch_plan(self, index):
+        """``(indices, offsets, flips)`` of batch ``index``: its examples'
+        rows in ``images``, and their crops' offsets and flips (``None``,
+        ``None`` without augmentation), from the epoch's
+        :func:`~keras_gresnet.data.preprocessing.epoch_plan`."""
         if not 0 <= index < len(self):
             raise IndexError(f"batch {index} of {len(self)}")
         key, step = self._epoch(index)
@@ -99,33 +103,40 @@ class ArrayDataset(keras.utils.PyDataset):
                                          stream=key[0])
         order, offsets, flips = self._plan[1]
         batch = slice(step * self.batch_size, (step + 1) * self.batch_size)
-        x = self.preprocessing(self.images[order[batch]])
-        if self.augment:
-            flip = flips[batch] & (self.augment != CROP_ONLY)
-            x = crop_and_flip(x, offsets[batch], flip, self.padding, self.pad_mode)
+        if not self.augment:
+            return order[batch], None, None
+        return order[batch], offsets[batch], flips[batch] & (self.augment != CROP_ONLY)
+
+    def __getitem__(self, index):
+        indices, offsets, flips = self.batch_plan(index)
+        x = self.preprocessing(self.images[indices])
+        if offsets is not None:
+            x = crop_and_flip(x, offsets, flips, self.padding, self.pad_mode)
         if self.flatten:
             x = x.reshape(len(x), -1)
-        return x, self.labels[order[batch]]
+        return x, self.labels[indices]
 
 
 def make_dataset(images, labels, *, batch_size=128, preprocessing=None, shuffle=False,
                  augment=False, padding=4, pad_mode="zero", flatten=False, drop_remainder=False,
-                 seed=0, epochs=None):
+                 seed=0, epochs=None, dataset_class=ArrayDataset):
     """A ``keras.utils.PyDataset`` of ``(float32 images, int32 labels)``
     batches, with the arguments and batches of
     :func:`keras_gresnet.data.tfdata.make_dataset` (see there): ``epochs=None``
     is one pass, reshuffled every epoch; ``epochs=(start, stop)`` the epochs
-    ``start .. stop - 1``, each a pure function of ``(seed, epoch)``."""
+    ``start .. stop - 1``, each a pure function of ``(seed, epoch)``.
+    ``dataset_class``: :class:`ArrayDataset` or a subclass that makes the
+    same batches elsewhere (:mod:`keras_gresnet.data.devicedata`)."""
     images = np.asarray(images)
     labels = np.asarray(labels)
     batch_size, padding, seed, epochs = checked_stream_arguments(
         images, labels, batch_size, padding, seed, epochs, pad_mode)
     augment = checked_augment(augment)
     preprocessing = checked_preprocessing(preprocessing, images)
-    return ArrayDataset(images, labels, batch_size=batch_size, preprocessing=preprocessing,
-                        shuffle=shuffle, augment=augment, padding=padding, flatten=flatten,
-                        drop_remainder=drop_remainder, seed=seed, epochs=epochs,
-                        pad_mode=pad_mode)
+    return dataset_class(images, labels, batch_size=batch_size, preprocessing=preprocessing,
+                         shuffle=shuffle, augment=augment, padding=padding, flatten=flatten,
+                         drop_remainder=drop_remainder, seed=seed, epochs=epochs,
+                         pad_mode=pad_mode)
 
 
 class BatchShare(keras.utils.PyDataset):

@@ -25,7 +25,7 @@ from keras_gresnet.data.preprocessing import (
 )
 from keras_gresnet.data.sources import load_with_source
 
-INPUT_PIPELINES = ("auto", "tf_data", "numpy")
+INPUT_PIPELINES = ("auto", "tf_data", "numpy", "device")
 IMAGENET = "imagenet2012"  # streamed from tensorflow_datasets (keras_gresnet.data.imagenet)
 
 
@@ -37,15 +37,37 @@ def tensorflow_installed():
 
 
 def resolve_input_pipeline(name="auto"):
-    """``"tf_data"`` or ``"numpy"``: the input pipeline ``name`` stands for
-    (``"auto"``: ``tf.data`` where TensorFlow is installed, else numpy)."""
+    """``"tf_data"``, ``"numpy"`` or ``"device"``: the input pipeline
+    ``name`` stands for (``"auto"``: ``tf.data`` where TensorFlow is
+    installed, else numpy; ``"device"``, JAX's, is asked for by name or
+    chosen by :func:`choose_input_pipeline`)."""
     check_choice(name, "input_pipeline", INPUT_PIPELINES)
     if name == "auto":
         return "tf_data" if tensorflow_installed() else "numpy"
     if name == "tf_data" and not tensorflow_installed():
         raise ValueError("input_pipeline='tf_data' needs TensorFlow, which is not installed "
                          "here; use 'numpy' or 'auto'")
+    if name == "device":
+        from keras_gresnet.data.devicedata import check_backend
+
+        check_backend()
     return name
+
+
+def choose_input_pipeline(name, dataset, accelerator):
+    """The input pipeline a training run of ``dataset`` uses when asked for
+    ``name``: ``"auto"`` is the device pipeline on the JAX backend with an
+    accelerator (``accelerator``: whether JAX has one) for a dataset held in
+    memory (all but ImageNet: 150 MB for CIFAR as uint8), where the host
+    pipeline could not keep a GPU busy (docs/benchmarks.md); else
+    :func:`resolve_input_pipeline`'s. Every pipeline gives the same batches."""
+    check_choice(name, "input_pipeline", INPUT_PIPELINES)
+    import keras
+
+    if name == "auto" and accelerator and dataset != IMAGENET and \
+            keras.backend.backend() == "jax":
+        return "device"
+    return resolve_input_pipeline(name)
 
 
 def dataset_maker(input_pipeline="auto"):
@@ -54,6 +76,9 @@ def dataset_maker(input_pipeline="auto"):
     if name == "tf_data":
         from keras_gresnet.data import tfdata
         return tfdata.make_dataset
+    if name == "device":
+        from keras_gresnet.data import devicedata
+        return devicedata.make_dataset
     from keras_gresnet.data import numpydata
     return numpydata.make_dataset
 
@@ -169,9 +194,11 @@ def pipeline(name, *, data_dir=None, download=True, preprocessing="scale", batch
             the pictures are fitted to (a model's input; default: the
             folder's most common size, :mod:`keras_gresnet.data.folders`).
         input_pipeline: ``"tf_data"`` (``tf.data.Dataset`` batches),
-            ``"numpy"`` (``keras.utils.PyDataset`` batches, no TensorFlow), or
-            ``"auto"``: ``tf.data`` where TensorFlow is installed. Both give the
-            same batches.
+            ``"numpy"`` (``keras.utils.PyDataset`` batches, no TensorFlow),
+            ``"device"`` (the numpy pipeline's batches made on JAX's device
+            from pixels put there once, :mod:`keras_gresnet.data.devicedata`),
+            or ``"auto"``: ``tf.data`` where TensorFlow is installed. All give
+            the same batches.
     """
     if name == IMAGENET:
         return _imagenet_pipeline(data_dir, manual_dir, preprocessing, batch_size,

@@ -46,8 +46,22 @@ class Run:
     results: dict
 
 
+# The most training steps a host call runs where the device pipeline feeds
+# them (Keras' steps_per_execution): the host dispatches them, then waits for
+# the last one's loss (the run logger's check for divergence).
+DEVICE_STEPS_PER_EXECUTION = 16
+
+
+def steps_per_execution(steps_per_epoch, most=DEVICE_STEPS_PER_EXECUTION):
+    """The largest divisor of ``steps_per_epoch`` not above ``most``: Keras
+    runs whole executions, so one that is no divisor would carry steps of
+    the next epoch into this one (469 Fashion-MNIST steps of 128: 7; 391
+    CIFAR steps: 1)."""
+    return max(d for d in range(1, min(most, steps_per_epoch) + 1) if steps_per_epoch % d == 0)
+
+
 def train(model, *, out=None, overwrite=False, verbose="auto", workers=None,
-          worker_index=None, tensorboard=False, **kwargs):
+          worker_index=None, tensorboard=False, input_pipeline="auto", **kwargs):
     """Train the zoo model ``model`` with its paper's recipe; returns a :class:`Run`.
 
     Args:
@@ -65,6 +79,17 @@ def train(model, *, out=None, overwrite=False, verbose="auto", workers=None,
             (:mod:`keras_gresnet.training.tensorboard`; needs TensorFlow and
             the ``tensorboard`` package, on any backend). Not part of the
             config: a resumed run may turn it on or off.
+        input_pipeline: what feeds the batches, one of
+            :data:`keras_gresnet.data.INPUT_PIPELINES`: ``"auto"`` (the
+            device pipeline on JAX with a GPU or TPU, else ``tf.data`` where
+            TensorFlow is installed, else numpy;
+            :func:`keras_gresnet.data.choose_input_pipeline`), ``"tf_data"``,
+            ``"numpy"`` or ``"device"`` (JAX: the pixels on the device, each
+            batch cut there, up to :data:`DEVICE_STEPS_PER_EXECUTION` steps
+            a host call, :func:`steps_per_execution`). Every pipeline gives
+            the same batches, so it is not part of the config (a run may
+            resume on another); the run folder's ``config.json`` records the
+            one used (``versions``).
         **kwargs: the run's config, as
             :func:`~keras_gresnet.training.resolve_config` takes it:
             ``model_kwargs`` (the builder's arguments: ``depth=20``...), the
@@ -87,6 +112,7 @@ def train(model, *, out=None, overwrite=False, verbose="auto", workers=None,
     """
     if not isinstance(tensorboard, bool):
         raise ValueError(f"tensorboard must be True or False, got {tensorboard!r}")
+    data.resolve_input_pipeline(input_pipeline)  # an unknown one, or one this backend lacks
     if tensorboard:
         check_tensorboard()
     if out is not None and not str(out).strip():
@@ -95,17 +121,18 @@ def train(model, *, out=None, overwrite=False, verbose="auto", workers=None,
     cluster = resolve_cluster(workers, worker_index)
     config = resolve_config(model, cluster=cluster, **kwargs)
     with dtype_policy_scope(config["dtype_policy"]):
-        return _train(config, cluster, out, overwrite, verbose, tensorboard)
+        return _train(config, cluster, out, overwrite, verbose, tensorboard, input_pipeline)
 
 
-def _train(config, cluster, out, overwrite, verbose, tensorboard):
+def _train(config, cluster, out, overwrite, verbose, tensorboard, input_pipeline):
     """:func:`train` once the config is resolved (under its dtype policy)."""
     recipe = Recipe.from_config(config["recipe"])
     out = runs.run_folder(config, out)
     loop, resumed = _start(config, cluster, out, overwrite)
-    pipe = _data(config, recipe, loop)
+    pipe = _data(config, recipe, loop, input_pipeline)
     _note_schedule(config, recipe, pipe, loop.chief and verbose != 0)
-    net = _compiled_model(config, recipe, pipe, loop.strategy)
+    net = _compiled_model(config, recipe, pipe, loop.strategy,
+                          device_data=config["versions"]["input_pipeline"] == "device")
     _check_memory(net, config)
     backup = runs.EpochBackup(out / runs.BACKUP)
     # Outside the strategy's scope: loading makes Keras create a throw-away
@@ -163,11 +190,14 @@ def _start(config, cluster, out, overwrite):
     return backends.get().start(config["strategy"], cluster, check_folder, out)
 
 
-def _data(config, recipe, loop):
+def _data(config, recipe, loop, input_pipeline="auto"):
     """Seed everything, then the run's pipeline of global batches (recorded in
-    ``config``: its data, replicas and global batch size)."""
+    ``config``: its data, replicas and global batch size, and in its
+    ``versions`` the input pipeline)."""
     keras.utils.set_random_seed(config["seed"])
-    input_pipeline = data.resolve_input_pipeline("auto")
+    input_pipeline = data.choose_input_pipeline(input_pipeline, config["dataset"],
+                                                backends.get().has_accelerator())
+    config["versions"] = {**config.get("versions", {}), "input_pipeline": input_pipeline}
     if input_pipeline == "tf_data":  # always, where TensorFlow is installed
         import tensorflow as tf
 
@@ -210,14 +240,16 @@ def _device_names(strategy):
 
 
 def devices_line(config, strategy):
-    """One line: the strategy a run trains with, its replicas and devices;
-    ``--strategy mirrored`` that found one device says that it trains one
-    replica, and how to try several on a CPU."""
+    """One line: the strategy a run trains with, its replicas and devices,
+    and its input pipeline; ``--strategy mirrored`` that found one device
+    says that it trains one replica, and how to try several on a CPU."""
     replicas = strategy.num_replicas_in_sync
     devices = _device_names(strategy)
+    pipeline = config.get("versions", {}).get("input_pipeline")
     line = (f"{config['model']} on {config['dataset']}: strategy {config['strategy']}, "
             f"{replicas} replica{'s' if replicas != 1 else ''}"
-            + (f" on {', '.join(devices)}" if devices else ""))
+            + (f" on {', '.join(devices)}" if devices else "")
+            + (f", input pipeline {pipeline}" if pipeline else ""))
     if config["strategy"] == "mirrored" and replicas == 1:
         line += (f"; --strategy mirrored found one device, so it trains one replica "
                  f"({CPU_DEVICES}=N splits the CPU into N devices to try it)")
@@ -266,16 +298,21 @@ def _note_schedule(config, recipe, pipe, show):
         print(note, file=sys.stderr, flush=True)
 
 
-def _compiled_model(config, recipe, pipe, strategy):
+def _compiled_model(config, recipe, pipe, strategy, device_data=False):
     """The config's model, built and compiled under ``strategy``, its
-    optimizer built (so that a backup can be loaded into it)."""
+    optimizer built (so that a backup can be loaded into it); fed by the
+    device pipeline (``device_data``), :func:`steps_per_execution` steps a
+    host call."""
+    options = compile_options()
+    if device_data:
+        options["steps_per_execution"] = steps_per_execution(pipe.steps_per_epoch)
     with strategy.scope():
         net = build_model(config, pipe.input_shape, pipe.num_classes)
         net.compile(
             optimizer=recipe.optimizer(pipe.steps_per_epoch),
             loss=cross_entropy(),  # of the logits: fitted inside logits_head
             metrics=["accuracy"],
-            **compile_options(),
+            **options,
         )
         net.optimizer.build(net.trainable_variables)
     return net

@@ -15,6 +15,17 @@ from keras_gresnet.weights.registry import (
 # change nothing at inference.
 _TRAINING_ONLY = frozenset({"k_initial", "bn_momentum", "dropout"})
 
+# A zoo builder's arguments that belong to the head or the weights, not to
+# the body (a KerasHub backbone; a preset's task holds the head).
+NOT_BODY = ("include_top", "classes", "classifier_activation", "pooling", "weights",
+            "input_tensor")
+
+
+def body_kwargs(kwargs):
+    """A zoo builder's arguments without those of the head and weights
+    (:data:`NOT_BODY`)."""
+    return {k: v for k, v in (kwargs or {}).items() if k not in NOT_BODY}
+
 PRESET_CONFIG = "config.json"
 PRESET_WEIGHTS = "model.weights.h5"
 PRESET_METADATA = "metadata.json"

@@ -24,12 +24,14 @@ their ImageNet weights included),
 ``raw_pixels_model``, ``data_config``),
 :mod:`~keras_gresnet.zoo.hub` (``hf://`` presets on the Hugging Face Hub),
 :mod:`~keras_gresnet.zoo.summary` (the papers' figures of a model),
-:mod:`~keras_gresnet.zoo.features` (a conv net's feature maps, ``P0``...``P5``).
+:mod:`~keras_gresnet.zoo.features` (a conv net's feature maps, ``P0``...``P5``),
+:mod:`~keras_gresnet.zoo.folding` (BatchNorm folded for inference, ``inference_model``).
 """
 
 from keras_gresnet.weights import list_weights
 from keras_gresnet.weights.loading import transfer_weights
 from keras_gresnet.zoo.features import feature_extractor, stage_layers
+from keras_gresnet.zoo.folding import foldable_batchnorms, inference_model
 from keras_gresnet.zoo.keras_applications import from_keras_applications
 from keras_gresnet.zoo.mlps import mlp
 from keras_gresnet.zoo.pixels import data_config, preprocess_input, raw_pixels_model
@@ -46,6 +48,8 @@ globals().update({name: model_builder(name) for name in list_models()})
 __all__ = [
     "data_config",
     "feature_extractor",
+    "foldable_batchnorms",
+    "inference_model",
     "from_keras_applications",
     "from_preset",
     "get_model",

@@ -17,13 +17,10 @@ import numpy as np
 from keras_gresnet._pixels import scale_offset
 from keras_gresnet.layers.inputs import pixel_statistics
 from keras_gresnet.layers.model import PACKAGE, ZooModel
+from keras_gresnet.weights.arguments import body_kwargs
 from keras_gresnet.weights.loading import HEAD, head_layer, save_weights, transfer_weights
 from keras_gresnet.zoo.builders import get_model
 
-# A zoo builder's arguments that belong to the head or the weights, not to
-# the body a backbone is: KerasHub's task holds the head.
-NOT_BODY = ("include_top", "classes", "classifier_activation", "pooling", "weights",
-            "input_tensor")
 # The classes a preset of this package may name (config.json, task.json,
 # preprocessor.json, image_converter.json): checked before KerasHub reads it.
 BACKBONES = (f"{PACKAGE}>GResNetBackbone", f"{PACKAGE}>ZooModel")
@@ -32,11 +29,6 @@ PREPROCESSORS = (f"{PACKAGE}>GResNetImageClassifierPreprocessor",
                  "keras_hub>ImageClassifierPreprocessor")
 CONVERTERS = (f"{PACKAGE}>GResNetImageConverter", "keras_hub>ImageConverter")
 FEATURE_MAP = "feature_map"
-
-
-def body_kwargs(kwargs):
-    """A zoo builder's arguments without those of the head."""
-    return {k: v for k, v in (kwargs or {}).items() if k not in NOT_BODY}
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)

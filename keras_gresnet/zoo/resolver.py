@@ -38,7 +38,7 @@ from keras_gresnet.weights import (
 from keras_gresnet.weights.download import sha256_of
 from keras_gresnet.weights.arguments import (
     ACCEPTED, PRESET_CLASSES, PRESET_CONVERTER, PRESET_PREPROCESSOR, PRESET_TASK,
-    PRESET_TASK_WEIGHTS, RUN_CONFIG, RUN_MODEL, source_kind,
+    PRESET_TASK_WEIGHTS, RUN_CONFIG, RUN_MODEL, body_kwargs, source_kind,
 )
 from keras_gresnet.weights.loading import (
     check_archive_members, compile_as_saved, copy_weights, h5_variable_count, head_layer,
@@ -260,7 +260,8 @@ def _preset_files(directory):
         config.get("builder_kwargs"), dict
     ):
         raise ValueError(f"{path} must hold an object with 'builder' and 'builder_kwargs'")
-    _own_weights(path, config["builder_kwargs"])
+    if not kerashub:  # a KerasHub preset's arguments were checked before the head's left
+        _own_weights(path, config["builder_kwargs"])
     if not (directory / PRESET_WEIGHTS).is_file():
         raise ValueError(f"{directory} is not a preset: {PRESET_WEIGHTS} is missing")
     metadata_path = directory / PRESET_METADATA
@@ -303,8 +304,7 @@ def _kerashub_config(directory, config):
     if not isinstance(kwargs, dict):
         raise ValueError(f"{path}: its config must hold 'builder' and 'builder_kwargs'")
     _own_weights(path, kwargs)
-    kwargs = {k: v for k, v in kwargs.items()
-              if k not in ("include_top", "classes", "classifier_activation", "pooling")}
+    kwargs = body_kwargs(kwargs)
     task_path = directory / PRESET_TASK
     if task_path.is_file():
         task = read_json(task_path)

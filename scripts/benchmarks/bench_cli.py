@@ -14,7 +14,11 @@ other and the rounds alternated, so that a ratio compares two runs a few
 minutes apart. Throughput: the training examples over the median of the
 epochs after the first (``history.csv``'s ``seconds``: training only, not
 the per-epoch test of 256 images nor the backup; the PyTorch loop times the
-same). Also printed: each command's whole wall time.
+same). Also printed: each command's whole wall time and test error.
+
+A Keras setup may name its input pipeline, ``BACKEND:PIPELINE`` (``jax:device``
+against ``jax:numpy``: the same batches, data on the device or sent from the
+host); ``--layouts ""`` leaves PyTorch out.
 """
 
 import argparse
@@ -31,13 +35,15 @@ HERE = Path(__file__).resolve().parent
 TEST_EXAMPLES = 256
 
 
-def keras_run(backend, precision, data_dir, examples, epochs, out):
+def keras_run(backend, precision, data_dir, examples, epochs, out, pipeline=None):
     command = [sys.executable, "-m", "keras_gresnet.cli", "train", "gresnet_cifar", "--n", "5",
                "--dataset", "cifar10", "--data-dir", str(data_dir), "--epochs", str(epochs),
                "--max-train-examples", str(examples),
                "--max-test-examples", str(TEST_EXAMPLES), "--out", str(out)]
     if precision != "float32":
         command += ["--mixed-precision", precision]
+    if pipeline:
+        command += ["--input-pipeline", pipeline]
     env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
     start = time.perf_counter()
     result = subprocess.run(command, env=env, capture_output=True, text=True)
@@ -48,7 +54,8 @@ def keras_run(backend, precision, data_dir, examples, epochs, out):
     lines = (Path(out) / "history.csv").read_text().splitlines()
     header = lines[0].split(",")
     seconds = [float(line.split(",")[header.index("seconds")]) for line in lines[1:]]
-    return seconds, wall
+    error = json.loads((Path(out) / "results.json").read_text())["test_error_percent"]
+    return seconds, wall, error
 
 
 def pytorch_worker(args):
@@ -136,6 +143,8 @@ def main(argv=None):
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--threads", type=int, default=0, help="PyTorch's (default: the cores)")
+    parser.add_argument("--layouts", default="channels_last,nchw",
+                        help="PyTorch's memory formats ('' for no PyTorch run)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--layout", default="channels_last", help=argparse.SUPPRESS)
     parser.add_argument("--precision", default="float32", help=argparse.SUPPRESS)
@@ -152,41 +161,47 @@ def main(argv=None):
     write_synthetic("cifar10", data_dir, args.examples, TEST_EXAMPLES)
     setups = [(f"keras {b}", p) for b in args.backends.split(",") for p in
               args.precisions.split(",")]
-    setups += [(f"pytorch {layout}", p) for layout in ("channels_last", "nchw")
+    layouts = [layout for layout in args.layouts.split(",") if layout]
+    setups += [(f"pytorch {layout}", p) for layout in layouts
                for p in args.precisions.split(",")]
     results = {setup: [] for setup in setups}
     for round_ in range(args.rounds):
         for name, precision in setups:
             kind, what = name.split(" ")
+            error = None
             if kind == "keras":
-                out = work / f"run-{what}-{precision}-{round_}"
-                seconds, wall = keras_run(what, precision, data_dir, args.examples,
-                                          args.epochs, out)
+                backend, _, pipeline = what.partition(":")
+                out = work / f"run-{what.replace(':', '-')}-{precision}-{round_}"
+                seconds, wall, error = keras_run(backend, precision, data_dir, args.examples,
+                                                 args.epochs, out, pipeline)
             else:
                 seconds, wall = pytorch_run("channels_last" if what == "channels_last"
                                             else "nchw", precision, data_dir, args.examples,
                                             args.epochs, args.threads)
             rate = args.examples / statistics.median(seconds[1:])
-            results[(name, precision)].append((rate, wall))
+            results[(name, precision)].append((rate, wall, error))
             print(f"round {round_ + 1}: {name} {precision}: {rate:.1f} img/s, "
-                  f"command {wall:.1f} s", file=sys.stderr, flush=True)
+                  f"command {wall:.1f} s" + (f", test error {error:.2f}%" if error is not None
+                                             else ""), file=sys.stderr, flush=True)
     # The CPU as every run folder records it (results.json's "machine").
     finished = sorted(work.glob("run-*/results.json"))
     cpu = json.loads(finished[0].read_text())["machine"] if finished else dict(
         model="?", cores=os.cpu_count(), bf16="?")
     print(f"\nCPU: {cpu['model']}, {cpu['cores']} cores, bf16 units: {cpu['bf16']}; "
           f"{args.examples} examples x {args.epochs} epochs, medians of {args.rounds} rounds\n")
-    print("| setup | precision | img/s | / PyTorch | command s |")
-    print("|---|---|---:|---:|---:|")
+    print("| setup | precision | img/s | / PyTorch | command s | test error % |")
+    print("|---|---|---:|---:|---:|---:|")
     for precision in args.precisions.split(","):
-        best = max(statistics.median(r for r, _ in results[(f"pytorch {layout}", precision)])
-                   for layout in ("channels_last", "nchw"))
+        best = max((statistics.median(r for r, _, _ in results[(f"pytorch {layout}", precision)])
+                    for layout in layouts), default=None)
         for name, p in setups:
             if p != precision:
                 continue
-            rate = statistics.median(r for r, _ in results[(name, p)])
-            wall = statistics.median(w for _, w in results[(name, p)])
-            print(f"| {name} | {p} | {rate:.1f} | {rate / best:.2f}x | {wall:.1f} |")
+            rate = statistics.median(r for r, _, _ in results[(name, p)])
+            wall = statistics.median(w for _, w, _ in results[(name, p)])
+            errors = sorted({e for _, _, e in results[(name, p)] if e is not None})
+            print(f"| {name} | {p} | {rate:.1f} | {f'{rate / best:.2f}x' if best else ''} | "
+                  f"{wall:.1f} | {', '.join(f'{e:.2f}' for e in errors)} |")
     return 0
 
 

@@ -24,7 +24,11 @@ mixed precision is ``torch.autocast("cpu", torch.bfloat16)`` against Keras'
 ``mixed_bfloat16`` policy (``mixed_float16`` is pointless on a CPU: no
 float16 arithmetic units, it only adds casts). The artefacts (``savedmodel``,
 ``onnx``, ``litert``): the ``tf`` setup's model exported by
-``keras_gresnet.export`` and run by its own runtime, float32 inference.
+``keras_gresnet.export`` (BatchNorms folded, its default) and run by its
+own runtime, inference in the job's precision (``--variants``: the unfolded
+artefacts and the folded Keras models too, ``zoo.inference_model``). The
+CPU's model name and the flags that pick kernels (AVX2, AVX-512, AVX512-BF16,
+AMX) head the output and every JSON row.
 
 Each round also times every library's best square matmul (``--peak-size``)
 in float32 and bfloat16: the run's peak per dtype. Every figure gets its
@@ -83,8 +87,8 @@ SETUPS = {
     # the PyTorch side is the faster of channels_last and NCHW (ratios are to
     # the fastest PyTorch setup of the run)
     "pytorch-nchw": dict(runner="torch", channels_last=False),
-    # the exported artefacts of the TensorFlow setup's model (float32,
-    # inference only), each run by its own runtime (keras_gresnet.export)
+    # the exported artefacts of the TensorFlow setup's model (inference
+    # only, BatchNorms folded), each run by its own runtime (keras_gresnet.export)
     "savedmodel": dict(runner="artefact", backend="tensorflow", format="tf_saved_model"),
     "onnx": dict(runner="artefact", backend="tensorflow", format="onnx"),
     "litert": dict(runner="artefact", backend="tensorflow", format="litert"),
@@ -125,6 +129,17 @@ VARIANTS = {
     # default recreates them at every call to save memory)
     "tf-cache": dict(runner="keras", backend="tensorflow",
                      env={"TF_MKL_OPTIMIZE_PRIMITIVE_MEMUSE": "false"}),
+    # inference with every BatchNorm after a conv folded into it
+    # (zoo.inference_model, what `keras-gresnet predict` and the exports run)
+    "tf-folded": dict(runner="keras", backend="tensorflow", fold=True),
+    "jax-folded": dict(runner="keras", backend="jax", fold=True),
+    "torch-keras-folded": dict(runner="keras", backend="torch", fold=True),
+    # the artefacts as trained: every BatchNorm kept (export(fold_batchnorm=False))
+    "savedmodel-unfolded": dict(runner="artefact", backend="tensorflow",
+                                format="tf_saved_model", fold=False),
+    "onnx-unfolded": dict(runner="artefact", backend="tensorflow", format="onnx", fold=False),
+    "litert-unfolded": dict(runner="artefact", backend="tensorflow", format="litert",
+                            fold=False),
     "tf-1thread": dict(runner="keras", backend="tensorflow",
                        env={"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"}),
     # ablations (where the time goes; not the zoo's nets): every BatchNorm an
@@ -145,6 +160,27 @@ def cores():
 
 def torch_threads():
     return int(os.environ.get("BENCH_TORCH_THREADS") or cores())
+
+
+# The CPU flags that decide which kernels oneDNN, XLA and PyTorch pick.
+CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16")
+
+
+def cpu():
+    """``{"model", "flags"}`` of this machine's CPU (``/proc/cpuinfo``): its
+    model name and which of :data:`CPU_FLAGS` it has."""
+    model, flags = "unknown", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and model == "unknown":
+                    model = value.strip()
+                elif key.strip() == "flags" and not flags:
+                    flags = set(value.split())
+    except OSError:
+        pass
+    return dict(model=model, flags=[f for f in CPU_FLAGS if f in flags])
 
 
 def random_batches(shape, batch, count, seed=0):
@@ -331,14 +367,16 @@ def keras_worker(setup, quick):
             keras.config.set_dtype_policy(precision)
             model, shape = keras_model(name, quick)
             keras.config.set_dtype_policy("float32")
+            trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
+            params = [trainable, model.count_params()]  # the net's, folded or not
+            if setup.get("fold"):
+                model = zoo.inference_model(model)
             if setup.get("ablate"):
                 model = ablated(model, setup["ablate"])
             model.compile(optimizer=keras.optimizers.SGD(0.01, momentum=0.9),
                           loss="sparse_categorical_crossentropy", metrics=["accuracy"],
                           **options)
-            trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
-            cache[key] = dict(model=model, shape=shape, compiled=set(),
-                              params=[trainable, model.count_params()],
+            cache[key] = dict(model=model, shape=shape, compiled=set(), params=params,
                               macs=zoo.multiply_adds(model))
         return cache[key]
 
@@ -444,9 +482,10 @@ def torch_worker(setup, quick):
 
 
 def artefact_worker(setup, quick):
-    """Inference of the model the ``tf`` setup builds (float32, the same
-    builder and seed-free random weights), exported in ``setup["format"]``
-    by :func:`keras_gresnet.export.export` to a temporary folder and run by
+    """Inference of the model the ``tf`` setup builds (in the job's
+    precision, the same builder and seed-free random weights), exported in
+    ``setup["format"]`` by :func:`keras_gresnet.export.export` (BatchNorms
+    folded unless ``setup["fold"]`` is False) to a temporary folder and run by
     :func:`keras_gresnet.export.load_exported` (onnxruntime, the LiteRT
     interpreter, ``tf.saved_model.load``), one call a batch. The artefact
     takes the model's own input (``include_preprocessing=False``), so it
@@ -465,19 +504,29 @@ def artefact_worker(setup, quick):
     atexit.register(shutil.rmtree, folder, True)  # this worker's exports, removed at its exit
     cache = {}
 
-    def artefact_for(name):
-        if name not in cache:
-            model, shape = keras_model(name, quick)
-            out = os.path.join(folder, name + export.SUFFIXES[setup["format"]])
-            export.export(model, out, format=setup["format"], include_preprocessing=False)
-            trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
-            cache[name] = dict(model=model, shape=shape, run=export.load_exported(out),
-                               compiled=False, params=[trainable, model.count_params()],
-                               macs=zoo.multiply_adds(model))
-        return cache[name]
+    def artefact_for(name, precision):
+        if (name, precision) not in cache:
+            try:
+                cache[name, precision] = exported(name, precision)
+            except Exception as error:  # e.g. no bfloat16 kernels: the same answer every round
+                cache[name, precision] = error
+        if isinstance(cache[name, precision], Exception):
+            raise cache[name, precision]
+        return cache[name, precision]
 
-    def measure(req):  # run() asks it for float32 inference only, and no peak
-        entry = artefact_for(req["model"])
+    def exported(name, precision):
+        keras.config.set_dtype_policy(precision)
+        model, shape = keras_model(name, quick)
+        keras.config.set_dtype_policy("float32")
+        out = os.path.join(folder, f"{name}-{precision}" + export.SUFFIXES[setup["format"]])
+        export.export(model, out, format=setup["format"], include_preprocessing=False,
+                      fold_batchnorm=setup.get("fold", True))
+        trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
+        return dict(model=model, shape=shape, run=export.load_exported(out), compiled=False,
+                    params=[trainable, model.count_params()], macs=zoo.multiply_adds(model))
+
+    def measure(req):  # run() asks it for inference only, and no peak
+        entry = artefact_for(req["model"], req["precision"])
         batch, steps = req["batch"], req["steps"]
         x, _ = random_batches(entry["shape"], batch, steps + 1)
         first = None
@@ -486,8 +535,9 @@ def artefact_worker(setup, quick):
             entry["run"](x[:batch])
             first = time.perf_counter() - t0
             entry["compiled"] = True
-        difference = float(np.abs(entry["run"](x[:batch]) - keras.ops.convert_to_numpy(
-            entry["model"](x[:batch], training=False))).max())
+        difference = float(np.abs(np.asarray(entry["run"](x[:batch]), np.float32) - np.asarray(
+            keras.ops.convert_to_numpy(entry["model"](x[:batch], training=False)),
+            np.float32)).max())
         stamps = [time.perf_counter()]
         for i in range(steps + 1):
             entry["run"](x[i * batch:(i + 1) * batch])
@@ -604,8 +654,10 @@ def run(args):
     setups = list(args.backends) + ([v for v in PROFILED if v not in args.backends]
                                     if args.variants else [])
     jobs = jobs_of(args)
+    machine = cpu()
     print(f"{len(setups)} setups x {len(jobs)} jobs x {args.rounds} rounds; "
-          f"{cores()} cores; load {os.getloadavg()[0]:.2f}", flush=True)
+          f"{cores()} cores; load {os.getloadavg()[0]:.2f}; CPU {machine['model']}, "
+          f"flags {' '.join(machine['flags']) or 'none of ' + ' '.join(CPU_FLAGS)}", flush=True)
     workers = {}
     for s in setups:
         t0 = time.perf_counter()
@@ -636,9 +688,9 @@ def run(args):
                 for s in setups[k:] + setups[:k]:
                     if job["model"] in PUBLISHED and workers[s].runner == "torch":
                         continue  # a published net has no PyTorch twin
-                    if workers[s].runner == "artefact" and (
-                            job["mode"] == "train" or job["precision"] != "float32"):
-                        continue  # an artefact is float32 inference
+                    if job["mode"] == "train" and (workers[s].runner == "artefact"
+                                                   or {**SETUPS, **VARIANTS}[s].get("fold")):
+                        continue  # an artefact, a folded model: inference only
                     res = workers[s].ask(job)
                     key = (s, job["model"], job["precision"], job["mode"])
                     entry = results.setdefault(key, dict(ips=[], first=None, error=None,
@@ -815,10 +867,12 @@ def main():
     print(table(setups, jobs, results, peaks))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump([dict(setup=k[0], model=k[1], precision=k[2], mode=k[3], **v)
+            machine = cpu()
+            json.dump([dict(setup=k[0], model=k[1], precision=k[2], mode=k[3], cpu=machine, **v)
                        for k, v in results.items()]
                       + [dict(setup=s, model=f"matmul {args.peak_size}", precision=d,
-                              mode="peak", gflops=v) for (s, d), v in peaks.items()],
+                              mode="peak", gflops=v, cpu=machine)
+                         for (s, d), v in peaks.items()],
                       f, indent=1)
     failed = failures(results)
     if failed:

@@ -3,16 +3,22 @@ mixed bfloat16) fed by the TensorFlow-free numpy pipeline
 (:func:`keras_gresnet.data.numpydata.make_dataset`, augmented, over synthetic
 CIFAR-shaped uint8 arrays: there is no CIFAR on the GPU machine), against
 the PyTorch twin (``scripts/benchmarks/torch_reference.py``) on the same GPU (``--part
-cifar``); inference, ``model.predict`` against PyTorch eager (``--part
-infer``); the training rate of the nets to train next on Fashion-MNIST
-(``--part recipes``) and of ``preact_resnet1001`` (``--part r1001``). Every
+cifar``); inference, ``model.predict`` (as trained, and with its BatchNorms
+folded, ``zoo.inference_model``) against PyTorch eager (``--part infer``);
+the training rate of the nets to train next on Fashion-MNIST (``--part
+recipes``) and of ``preact_resnet1001`` (``--part r1001``); the input
+pipelines at batch 128 and 1024 (``--part pipelines``: Keras-JAX fed by the
+host's numpy pipeline and by the device pipeline,
+:mod:`keras_gresnet.data.devicedata`, against PyTorch with its data on the
+GPU, float32 and bf16; the GResNet-32 epoch's projected seconds). Every
 part first measures the device's matmul peaks (bf16, TF32, float32) and
 every row gives its TFLOP/s from ``zoo.multiply_adds`` and its fraction of
 each peak, and the projected epoch and recipe. Run it through
 ``scripts/benchmarks/gpu_check.sh`` (installs Keras from ``.whl/``); results:
 docs/benchmarks.md, "GPU check".
 
-    KERAS_BACKEND=jax python scripts/benchmarks/gpu_check.py [--part cifar|infer|recipes|r1001] [--tiny]
+    KERAS_BACKEND=jax python scripts/benchmarks/gpu_check.py \
+        [--part cifar|infer|recipes|r1001|pipelines] [--tiny]
 
 Every training figure is end to end: ``model.fit`` over ``steps`` batches
 after a warm-up call that compiles, wall time including the input pipeline
@@ -79,8 +85,15 @@ def compile_options():
         return {"jit_compile": "auto"}
 
 
-def dataset(images, labels, batch):
-    """The TF-free pipeline, augmented (GR's crop and flip), pixels / 255."""
+def dataset(images, labels, batch, feed="numpy"):
+    """The TF-free pipeline, augmented (GR's crop and flip), pixels / 255:
+    the host's numpy pipeline, or (``feed="device"``) its batches made on
+    the device from the pixels put there once."""
+    if feed == "device":
+        from keras_gresnet.data.devicedata import make_dataset
+
+        return make_dataset(images, labels, batch_size=batch, preprocessing=None,
+                            shuffle=True, augment=True, drop_remainder=True, seed=0)
     try:
         from keras_gresnet.data.numpydata import make_dataset
     except ImportError:
@@ -123,22 +136,31 @@ def build_with(build, precision):
         keras.config.set_dtype_policy("float32")
 
 
-def keras_fit(label, build, precision, batch, steps, warm=3, shape=(32, 32, 3), **projection):
+def keras_fit(label, build, precision, batch, steps, warm=3, shape=(32, 32, 3), feed="numpy",
+              **projection):
     model = build_with(build, precision)
+    options = compile_options()
+    if feed == "device":  # what keras-gresnet train compiles with on the device pipeline
+        from keras_gresnet.training.runner import steps_per_execution
+
+        options["steps_per_execution"] = steps_per_execution(steps)
+        warm = max(warm, options["steps_per_execution"])
+        projection["steps_per_execution"] = options["steps_per_execution"]
     model.compile(optimizer=keras.optimizers.SGD(0.1, momentum=0.9),
-                  loss="sparse_categorical_crossentropy", metrics=["accuracy"],
-                  **compile_options())
+                  loss="sparse_categorical_crossentropy", metrics=["accuracy"], **options)
     images, labels = synthetic(batch * max(steps, warm), shape=shape)
     t0 = time.perf_counter()
-    model.fit(dataset(images[:batch * warm], labels[:batch * warm], batch), epochs=1, verbose=0)
+    model.fit(dataset(images[:batch * warm], labels[:batch * warm], batch, feed), epochs=1,
+              verbose=0)
     compile_s = time.perf_counter() - t0
-    ds = dataset(images, labels, batch)
+    ds = dataset(images, labels, batch, feed)
     t0 = time.perf_counter()
     history = model.fit(ds, epochs=1, verbose=0)
     seconds = time.perf_counter() - t0
     loss = history.history["loss"][-1]
     # training: forward + backward (input and weight gradients) = 3 forwards
-    report(f"{label} keras-jax {precision}", batch * len(ds) / seconds,
+    report(f"{label} keras-jax {precision}" + (" (device pipeline)" if feed == "device" else ""),
+           batch * len(ds) / seconds,
            flops=6 * zoo.multiply_adds(model), batch=batch, steps=len(ds),
            compile_s=round(compile_s, 1), loss=round(float(loss), 3),
            params=model.count_params(), **projection)
@@ -292,6 +314,9 @@ def infer_part(args, batch, shape):
     bf16 = build_with(build, "mixed_bfloat16")
     bf16.set_weights(model.get_weights())
     keras_infer(f"gresnet_cifar(n={n})", bf16, "mixed_bfloat16", images, batch)
+    for precision, net in (("float32", model), ("mixed_bfloat16", bf16)):  # BatchNorms folded
+        keras_infer(f"gresnet_cifar(n={n}) folded", zoo.inference_model(net), precision, images,
+                    batch)
     for precision in ("float32", "mixed_bfloat16"):
         torch_infer(f"gresnet_cifar(n={n})", ref.PreactCifarNet(n, gated=True), precision,
                     images, batch, 2 * macs)
@@ -321,9 +346,30 @@ def recipes_part(args, batch):
                   shape=shape, epoch_images=60_000, epochs=40, paper_epochs=paper_epochs)
 
 
+def pipelines_part(args):
+    """GResNet-32 (``gresnet_cifar(n=5)``) training at batch 128 and 1024,
+    float32 and bf16: Keras-JAX fed by the host's numpy pipeline, by the
+    device pipeline, and PyTorch with its data on the GPU; each row's epoch
+    (50,000 images) projected."""
+    import torch_reference as ref
+
+    n = 1 if args.tiny else 5
+    shape = dict(weights=None, input_shape=(32, 32, 3), classes=10)
+    flops = 6 * zoo.multiply_adds(zoo.gresnet_cifar(n=n, **shape))
+    for batch in ((8, 16) if args.tiny else (128, 1024)):
+        steps = args.steps or (4 if args.tiny else (160 if batch == 128 else 48))
+        for precision in ("float32", "mixed_bfloat16"):
+            for feed in ("numpy", "device"):
+                keras_fit(f"gresnet_cifar(n={n}) batch {batch}",
+                          lambda: zoo.gresnet_cifar(n=n, **shape), precision, batch, steps,
+                          feed=feed)
+            torch_fit(f"gresnet_cifar(n={n}) batch {batch}", ref.PreactCifarNet(n, gated=True),
+                      precision, batch, steps, False, flops=flops)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=("cifar", "r1001", "infer", "recipes"),
+    parser.add_argument("--part", choices=("cifar", "r1001", "infer", "recipes", "pipelines"),
                         default="cifar")
     parser.add_argument("--tiny", action="store_true", help="tiny models, a CPU smoke test")
     parser.add_argument("--batch", type=int, default=None)
@@ -356,6 +402,8 @@ def main():
         infer_part(args, args.batch or (8 if args.tiny else 1024), shape)
     elif args.part == "recipes":
         recipes_part(args, batch)
+    elif args.part == "pipelines":
+        pipelines_part(args)
     else:
         if args.tiny:  # 1 bottleneck unit a stage: depth 11
             build = lambda: zoo.resnet_cifar(depth=11, block="bottleneck", **shape)  # noqa: E731

@@ -18,8 +18,6 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python3}
-WHEELS=${WHEELS:-.whl}
-SITE=${SITE:-/tmp/site}
 DATA=${DATA:-.data/fashion_mnist}
 RUN=${RUN:-/tmp/gpu_wrn_run}
 if [ "${1:-}" = "--prepare" ]; then
@@ -34,28 +32,7 @@ if [ "${1:-}" = "--prepare" ]; then
   exit 0
 fi
 export PYTHONUNBUFFERED=1 KERAS_BACKEND=jax TF_CPP_MIN_LOG_LEVEL=3
-if [ -z "${SKIP_INSTALL:-}" ]; then
-  # Keras, namex and optree always; the others only where the machine lacks them
-  # (the same rule as scripts/benchmarks/gpu_check.sh).
-  wheels=()
-  for w in "$WHEELS"/*.whl; do
-    base=$(basename "$w"); name=${base%%-*}
-    case $name in
-      keras|namex|optree) wheels+=("$w") ;;
-      absl_py) $PY -c "import absl" 2>/dev/null || wheels+=("$w") ;;
-      markdown_it_py) $PY -c "import markdown_it" 2>/dev/null || wheels+=("$w") ;;
-      pygments) $PY -c "import pygments" 2>/dev/null || wheels+=("$w") ;;
-      *) $PY -c "import $name" 2>/dev/null || wheels+=("$w") ;;
-    esac
-  done
-  [ ${#wheels[@]} -gt 0 ] || { echo "no wheels in $WHEELS: run scripts/benchmarks/fetch_gpu_wheels.sh" >&2; exit 2; }
-  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target "$SITE" "${wheels[@]}" || exit
-  export PYTHONPATH=$SITE:$PWD
-else
-  export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-fi
-command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+source scripts/benchmarks/gpu_install.sh
 OUT=${OUT:-gpu_wrn_out}
 mkdir -p "$OUT/wrn" || exit
 rc=0
