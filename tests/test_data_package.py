@@ -23,11 +23,12 @@ ALLOWED = {
     "preprocessing": {"_checks", "_pixels"},
     "tfdata": {"data.preprocessing"},
     "numpydata": {"data.preprocessing"},
+    "devicedata": {"data.numpydata"},
     "pipelines": {"_checks", "data.datasets", "data.preprocessing", "data.sources",
                   "data", "data.tfdata", "data.numpydata", "data.folders"},
     "synthetic": {"data.datasets"},
 }
-THIRD_PARTY = {"numpy", "tensorflow", "tensorflow_datasets", "keras", "PIL"}
+THIRD_PARTY = {"numpy", "tensorflow", "tensorflow_datasets", "keras", "PIL", "jax"}
 # Imports a module makes only when called (the input pipeline asked for).
 LAZY = {("pipelines", "keras_gresnet.data")}
 
@@ -72,13 +73,14 @@ def test_modules_import_only_what_comes_before_them(module):
         elif root in THIRD_PARTY:
             allowed = {"numpy": module not in ("datasets",),
                        "tensorflow": module == "tfdata",
-                       "keras": module == "numpydata",
+                       "keras": module in ("numpydata", "devicedata"),
+                       "jax": module == "devicedata" and not at_top,
                        "tensorflow_datasets": module == "sources" and not at_top,
                        "PIL": module == "folders" and not at_top}
             assert allowed[root], f"{module} imports {name}"
         else:
             assert root in sys.stdlib_module_names, f"{module} imports {name}"
-        if root not in ("tensorflow_datasets", "PIL") and (module, name) not in LAZY:
+        if root not in ("tensorflow_datasets", "PIL", "jax") and (module, name) not in LAZY:
             assert at_top, f"{module} imports {name} inside a function"
 
 

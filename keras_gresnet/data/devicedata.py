@@ -20,8 +20,8 @@ import functools
 import keras
 import numpy as np
 
-from keras_gresnet.data import numpydata
 from keras_gresnet.data.numpydata import ArrayDataset
+from keras_gresnet.data.numpydata import make_dataset as numpy_make_dataset
 
 
 def check_backend():
@@ -101,4 +101,4 @@ def make_dataset(images, labels, **options):
     arguments, checked there), made on JAX's device
     (:class:`DeviceArrayDataset`)."""
     check_backend()
-    return numpydata.make_dataset(images, labels, dataset_class=DeviceArrayDataset, **options)
+    return numpy_make_dataset(images, labels, dataset_class=DeviceArrayDataset, **options)

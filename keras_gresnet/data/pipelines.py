@@ -48,24 +48,22 @@ def resolve_input_pipeline(name="auto"):
         raise ValueError("input_pipeline='tf_data' needs TensorFlow, which is not installed "
                          "here; use 'numpy' or 'auto'")
     if name == "device":
-        from keras_gresnet.data.devicedata import check_backend
+        from keras_gresnet.data import devicedata
 
-        check_backend()
+        devicedata.check_backend()
     return name
 
 
-def choose_input_pipeline(name, dataset, accelerator):
+def choose_input_pipeline(name, dataset, backend, accelerator):
     """The input pipeline a training run of ``dataset`` uses when asked for
-    ``name``: ``"auto"`` is the device pipeline on the JAX backend with an
-    accelerator (``accelerator``: whether JAX has one) for a dataset held in
+    ``name``: ``"auto"`` is the device pipeline on the JAX backend
+    (``backend``: Keras' backend's name) with an accelerator
+    (``accelerator``: whether it has one) for a dataset held in
     memory (all but ImageNet: 150 MB for CIFAR as uint8), where the host
     pipeline could not keep a GPU busy (docs/benchmarks.md); else
     :func:`resolve_input_pipeline`'s. Every pipeline gives the same batches."""
     check_choice(name, "input_pipeline", INPUT_PIPELINES)
-    import keras
-
-    if name == "auto" and accelerator and dataset != IMAGENET and \
-            keras.backend.backend() == "jax":
+    if name == "auto" and accelerator and dataset != IMAGENET and backend == "jax":
         return "device"
     return resolve_input_pipeline(name)
 

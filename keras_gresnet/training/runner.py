@@ -196,6 +196,7 @@ def _data(config, recipe, loop, input_pipeline="auto"):
     ``versions`` the input pipeline)."""
     keras.utils.set_random_seed(config["seed"])
     input_pipeline = data.choose_input_pipeline(input_pipeline, config["dataset"],
+                                                keras.backend.backend(),
                                                 backends.get().has_accelerator())
     config["versions"] = {**config.get("versions", {}), "input_pipeline": input_pipeline}
     if input_pipeline == "tf_data":  # always, where TensorFlow is installed
