@@ -88,11 +88,11 @@ def inference_model(source, *, fold_batchnorm=True):
     pairs = foldable_batchnorms(model)
     if not pairs:
         return model
-    producers = set(pairs.values())
+    bn_of = {producer: bn for bn, producer in pairs.items()}  # one BN a producer
 
     def clone(layer):
         config = layer.get_config()
-        if layer.name in producers:
+        if layer.name in bn_of:
             config["use_bias"] = True
         return layer.__class__.from_config(config)
 
@@ -106,9 +106,8 @@ def inference_model(source, *, fold_batchnorm=True):
         if not layer.weights:  # an input (whose clone is named after its tensor), a ReLU...
             continue
         source_layer = model.get_layer(layer.name)
-        if layer.name in producers:
-            bn = next(model.get_layer(b) for b, p in pairs.items() if p == layer.name)
-            layer.set_weights(_folded_weights(source_layer, bn))
+        if layer.name in bn_of:
+            layer.set_weights(_folded_weights(source_layer, model.get_layer(bn_of[layer.name])))
         else:
             layer.set_weights(source_layer.get_weights())
     if isinstance(model, ZooModel):
