@@ -66,5 +66,15 @@ def test_conv_table_gates_and_pruning_of_a_tiny_run(tmp_path):
                if line.startswith("| GResNet n=5 (gated)"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert float(cells[1]) > 0 and float(cells[2]) > 0 and cells[4].endswith("(n=2)")
+    table = (out / "table.md").read_text()
+    assert "--runs" not in table and "--epochs 2" in table  # the table's command, not the call's
+    assert "GResNet + k decay - GResNet: Welch's t needs at least 2 finished seeds" in table
+    gate_table = table.split("g(k) of the gated blocks")[1]
+    gate_rows = [line.strip("|").split("|") for line in gate_table.splitlines()
+                 if line.startswith("| GResNet n=5 (gated) | ")]
+    assert [int(r[1]) for r in gate_rows] == [0, 1]
+    for row in gate_rows:  # mean, smallest, largest, closed: from the run's own gates
+        mean, low, high = (float(c) for c in row[2:5])
+        assert low <= mean <= high and row[5].strip().endswith("of 15")
     assert (out / "gates-gresnet-seed1.md").exists()
     assert (out / "gates-gresnet-seeds.png").stat().st_size > 1000

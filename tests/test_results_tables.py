@@ -113,3 +113,47 @@ def test_runs_trains_only_the_named_runs_of_the_plan(monkeypatch, tmp_path, caps
         script.main(["--out", str(tmp_path), "--runs", "gresnet_mlp100-seed3"])
     assert exit_.value.code == 2 and trained == []
     assert "--runs: not in the plan: gresnet_mlp100-seed3" in capsys.readouterr().err
+
+
+def test_the_conv_table_tests_gr_table_3s_three_gaps_and_reads_the_gates(tmp_path, monkeypatch):
+    """``reproduce_gr_conv.py``'s table from finished run folders (only their
+    ``results.json`` is read): each net's errors, the three Welch intervals
+    (gating; GR's "k decay hurts performance"; k decay against ResNet) from
+    those errors, the gates of every gated run with its closed ones counted,
+    and the command without the call's ``--runs``."""
+    sys.path.insert(0, str(ROOT / "scripts" / "reproduce"))
+    import reproduce_gr_conv as script
+    from reproduce import welch_interval
+
+    errors = {"resnet": [5.8, 5.4, 5.6], "gresnet": [5.7, 5.4], "gresnet_k_decay": [5.9, 6.3]}
+    gates = {"gresnet": [1.4, 0.6, 2.0], "gresnet_k_decay": [1.0, 0.0, 0.5]}
+    for net, values in errors.items():
+        for seed, error in enumerate(values):
+            folder = tmp_path / "runs" / f"{net}-seed{seed}"
+            folder.mkdir(parents=True)
+            results = {"test_error_percent": error}
+            if net in gates:
+                results["gates"] = {f"b{i}": g + seed for i, g in enumerate(gates[net])}
+            (folder / "results.json").write_text(json.dumps(results))
+    (tmp_path / "runs" / "gresnet-seed2").mkdir()  # unfinished: no results.json
+    monkeypatch.setattr(sys, "argv", ["reproduce_gr_conv.py", "--runs", "gresnet-seed2",
+                                      "--epochs", "3"])
+    args = script.argparse.Namespace(out=tmp_path, epochs=3, max_test_examples=None,
+                                     dataset="fashion_mnist")
+    script.write_table(args, script.collect(args))
+    table = (tmp_path / "table.md").read_text()
+    assert "python scripts/reproduce/reproduce_gr_conv.py --epochs 3\n" in table
+    assert "| GResNet n=5 + k decay | 5.90 | 6.30 | - | 6.10 ± 0.28 (n=2) | 7.04 |" in table
+    for first, second, text, gr in [
+            ("resnet", "gresnet", "ResNet - GResNet", "+0.49"),
+            ("gresnet_k_decay", "gresnet", "GResNet + k decay - GResNet", "+0.37"),
+            ("resnet", "gresnet_k_decay", "ResNet - GResNet + k decay", "+0.12")]:
+        gap, low, high = welch_interval(errors[first], errors[second])
+        assert (f"{text}: {gap:+.2f} points, 95% Welch interval [{low:+.2f}, {high:+.2f}] "
+                f"(n = {len(errors[first])} and {len(errors[second])}; GR, CIFAR-10: {gr})"
+                in table)
+    assert "| GResNet n=5 (gated) | 0 | 1.333 | 0.600 | 2.000 | 0 of 3 |" in table
+    assert "| GResNet n=5 (gated) | 1 | 2.333 | 1.600 | 3.000 | 0 of 3 |" in table
+    assert "| GResNet n=5 + k decay | 0 | 0.500 | 0.000 | 1.000 | 1 of 3 |" in table
+    assert "| GResNet n=5 + k decay | 1 | 1.500 | 1.000 | 2.000 | 0 of 3 |" in table
+    assert "| ResNet n=5 (original) | 0 |" not in table  # no gates: not in the gate table

@@ -43,6 +43,10 @@ NETS = {
 }
 LABELS = {"resnet": "ResNet n=5 (original)", "gresnet": "GResNet n=5 (gated)",
           "gresnet_k_decay": "GResNet n=5 + k decay"}
+SHORT = {"resnet": "ResNet", "gresnet": "GResNet", "gresnet_k_decay": "GResNet + k decay"}
+# The gaps the table tests, first minus second: GR's two claims of Table 3
+# (gating helps; "k decay hurts performance") and k decay against ResNet.
+GAPS = [("resnet", "gresnet"), ("gresnet_k_decay", "gresnet"), ("resnet", "gresnet_k_decay")]
 PLAN = [("resnet", 0), ("gresnet", 0), ("resnet", 1), ("gresnet", 1), ("resnet", 2),
         ("gresnet", 2), ("gresnet_k_decay", 0), ("gresnet_k_decay", 1), ("gresnet_k_decay", 2)]
 
@@ -87,7 +91,7 @@ def write_table(args, errors):
         "",
         "```",
         " ".join(["python scripts/reproduce/reproduce_gr_conv.py",
-                  *(a for a in sys.argv[1:] if a != "--no-train")]).strip(),
+                  *table_arguments(sys.argv[1:])]).strip(),
         "```",
         "",
         "| net | seed 0 | seed 1 | seed 2 | mean ± std | GR (CIFAR-10) |",
@@ -98,19 +102,59 @@ def write_table(args, errors):
         cells = [f"{seeds[s]:.2f}" if s in seeds else "-" for s in range(3)]
         lines.append(f"| {LABELS[net]} | {' | '.join(cells)} | {summary(list(seeds.values()))} "
                      f"| {GR_CIFAR10_N5_ERROR[net]} |")
-    a, b = list(errors.get("resnet", {}).values()), list(errors.get("gresnet", {}).values())
-    test = welch(a, b)
     lines.append("")
-    if test:
-        gap, low, high = welch_interval(a, b)
-        lines.append(f"ResNet - GResNet: {gap:+.2f} points, 95% Welch interval "
-                     f"[{low:+.2f}, {high:+.2f}] (n = {len(a)} and {len(b)}; GR, CIFAR-10: "
-                     f"{GR_CIFAR10_N5_ERROR['resnet'] - GR_CIFAR10_N5_ERROR['gresnet']:+.2f}); "
-                     f"Welch's t = {test[0]:.2f} on {test[1]:.1f} degrees of freedom.")
-    else:
-        lines.append("Welch's t: needs at least 2 finished seeds of each net.")
-    files.write_text(args.out / "table.md", "\n".join(lines) + "\n")
+    for first, second in GAPS:
+        a, b = list(errors.get(first, {}).values()), list(errors.get(second, {}).values())
+        test = welch(a, b)
+        name = f"{SHORT[first]} - {SHORT[second]}"
+        if test:
+            gap, low, high = welch_interval(a, b)
+            lines.append(f"{name}: {gap:+.2f} points, 95% Welch interval "
+                         f"[{low:+.2f}, {high:+.2f}] (n = {len(a)} and {len(b)}; GR, CIFAR-10: "
+                         f"{GR_CIFAR10_N5_ERROR[first] - GR_CIFAR10_N5_ERROR[second]:+.2f}); "
+                         f"Welch's t = {test[0]:.2f} on {test[1]:.1f} degrees of freedom.")
+        else:
+            lines.append(f"{name}: Welch's t needs at least 2 finished seeds of each net.")
+        lines.append("")
+    lines += gate_lines(args)
+    files.write_text(args.out / "table.md", "\n".join(lines).rstrip("\n") + "\n")
     print("\n".join(lines))
+
+
+def table_arguments(argv):
+    """The command line's arguments that change the table (not ``--runs``,
+    which only picks what this call trains, nor ``--no-train``)."""
+    kept, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--runs":
+            skip = True
+        elif a != "--no-train" and not a.startswith("--runs="):
+            kept.append(a)
+    return kept
+
+
+def gate_lines(args):
+    """The gates of every finished gated run, from its ``results.json``
+    (g(k) per block): their mean, smallest and largest, and how many are
+    closed (g(k) = 0: the block is an identity), per net and seed; what k
+    decay does to them (GR: "regularizing k results in enforcing identity
+    mappings")."""
+    lines = ["| net | seed | mean g(k) | smallest | largest | closed (g(k) = 0) |",
+             "|---|---|---|---|---|---|"]
+    for net, seed in PLAN:
+        results = training.read_results(args.out / "runs" / run_name(net, seed)) or {}
+        gates = list((results.get("gates") or {}).values())
+        if "test_error_percent" not in results or not gates:
+            continue
+        lines.append(f"| {LABELS[net]} | {seed} | {sum(gates) / len(gates):.3f} | "
+                     f"{min(gates):.3f} | {max(gates):.3f} | "
+                     f"{sum(g == 0 for g in gates)} of {len(gates)} |")
+    if len(lines) == 2:
+        return []
+    return ["g(k) of the gated blocks of each finished gated run (`results.json`):", "",
+            *lines]
 
 
 def write_gates(args):
