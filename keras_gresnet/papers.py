@@ -77,10 +77,15 @@ def _reported(builder, builder_kwargs, dataset):
     return None
 
 
-def paper_result(builder, builder_kwargs, dataset):
+def paper_result(builder, builder_kwargs, dataset, recipe_options=None):
     """Where the paper reports this model: a one-line Markdown string, e.g.
     ``"GR Table 1 (MNIST, d=20): 1.57% test error"``; ``None`` when no paper
-    reports its architecture (the results of its record, the GR tables above)."""
+    reports its architecture (the results of its record, the GR tables above).
+    ``recipe_options``: a registry entry's training options (``{"k_decay":
+    True}``: GR Table 3's third column, reported for the n=5 GResNet only)."""
+    if recipe_options:
+        return _with_k_decay(builder, builder_kwargs, dataset) \
+            if set(recipe_options) == {"k_decay"} else None
     reported = _reported(builder, builder_kwargs, dataset)
     if reported is not None:
         return reported
@@ -100,3 +105,15 @@ def paper_result(builder, builder_kwargs, dataset):
     if dataset != "mnist":
         result += f"; GR reports MNIST only, this entry is trained on {dataset}"
     return result
+
+
+def _with_k_decay(builder, builder_kwargs, dataset):
+    """GR Table 3's k-decay result for the GResNet it reports it for (the one
+    whose result without k decay is GR Table 3's), else ``None``."""
+    found = paper_error(builder, builder_kwargs, "cifar10")
+    if builder != "gresnet_cifar" or found is None or not found[0].startswith("GR Table 3"):
+        return None
+    result = (f"{found[0]}, with k decay (CIFAR-10): "
+              f"{GR_CIFAR10_N5_ERROR['gresnet_k_decay']:.2f}% test error "
+              f"({found[1]:.2f}% without)")
+    return result if dataset == "cifar10" else f"{result}; this entry is trained on {dataset}"

@@ -46,6 +46,8 @@ def test_catalog_is_generated_from_the_registry_and_the_recipes():
     for entry in weights.list_weights():
         shown = (f"{entry['test_error_percent']:.2f}%" if entry["status"] == weights.PUBLISHED
                  else "not yet trained")
+        if entry.get(weights.RECIPE_OPTIONS) == {"k_decay": True}:  # a variant says which
+            shown = f"with k decay {shown}"
         assert shown in rows[entry["builder"]], (entry["name"], rows[entry["builder"]])
     assert "GR Table 3, n=5, 32 layers (CIFAR-10): 6.67%" in rows["gresnet_cifar"]
     # every paper configuration has its figures (a new one is built above, and

@@ -110,3 +110,40 @@ def test_greedy_against_random_is_also_paired_on_the_same_nets():
     assert paired_interval([1.0, 2.0], [0.5, 1.5]) == (0.5, 0.5, 0.5)  # no spread: exact
     with pytest.raises(ValueError, match="as many"):
         paired_interval([1.0, 2.0], [1.0])
+
+
+def test_k_decay_nets_get_their_curves_and_are_compared_with_the_gresnets():
+    """GR Table 3's third column: greedy and random curves of the k-decay
+    nets, and the share of each net's accuracy kept at half the blocks
+    against the GResNet's (GR's "enforcing identity mappings": if k decay
+    closes gates, its nets lose less)."""
+    rows = []
+    # GResNet nets at 90 and 80, keeping 45 and 60 at half: kept 50% and 75%;
+    # k-decay nets at 90 and 80, keeping 81 and 72: kept 90% and 90%.
+    for seed, (full, gres, kd) in enumerate(((0.9, 0.45, 0.81), (0.8, 0.6, 0.72))):
+        for order in ("greedy", "random"):
+            rows += _pruning_rows("gresnet", order, seed, [full, gres, 0.1])
+            rows += _pruning_rows("gresnet_k_decay", order, seed, [full, kd, 0.1])
+        rows += _pruning_rows("resnet", "random", seed, [full, 0.3, 0.1])
+    lines = pruning.table_lines(pruning.net_curves(rows), [0, 1])
+    kd = next(line for line in lines if line.startswith("| GResNet + k decay greedy"))
+    assert kd.split(" | ")[1:7] == ["2 (0, 1)", "85.00 (90.00, 80.00)%",
+                                    "90.00 (90.00, 90.00)% (1 of 2)", "1 of 2",
+                                    "76.50 (81.00, 72.00)%", "90.00 (90.00, 90.00)%"]
+    assert "| GResNet + k decay random |" in "\n".join(lines)
+    for order in ("greedy", "random"):  # kept 90, 90 against 50, 75: +27.5 points
+        gap, low, high = _gap(lines, f"GResNet + k decay {order} - GResNet {order} at half "
+                              "the blocks removed (the share of each net's own accuracy kept)")
+        assert gap == pytest.approx(27.5) and low < 27.5 < high
+    gap, low, high = _gap(lines, "GResNet + k decay greedy - GResNet + k decay random at "
+                          "half the blocks removed, paired on each net")
+    assert (gap, low, high) == (0.0, 0.0, 0.0)  # the same accuracy both ways on each net
+    # Without k-decay nets the summary is the two-net one, line for line.
+    plain = [r for r in rows if r["model"] != "gresnet_k_decay"]
+    assert not any("k decay" in line for line in pruning.table_lines(
+        pruning.net_curves(plain), [0, 1]))
+    assert pruning._runs("gresnet_k_decay=runs/k{seed},gresnet=runs/g{seed}") == {
+        "gresnet_k_decay": "runs/k{seed}", "gresnet": "runs/g{seed}"}
+    with pytest.raises(argparse.ArgumentTypeError, match="KIND one of gresnet, "
+                                                         "gresnet_k_decay, resnet"):
+        pruning._runs("plain=runs/p")

@@ -103,16 +103,20 @@ CONV = [e for e in PUBLISHED if e["builder"].endswith("_cifar")]
 def test_conv_weights_build_at_their_shape_and_take_raw_pixels(entry, test_sets, monkeypatch,
                                                               tmp_path):
     """GR Table 3's nets trained on 28x28 grey images: ``weights="fashion_mnist"``
-    builds at the entry's shape (Keras Applications' rule), and with
-    ``include_preprocessing=True`` the net takes the raw test pixels and
-    predicts what the plain net predicts on the preprocessed ones."""
+    (a variant such as k decay: its name) builds at the entry's shape (Keras
+    Applications' rule), and with ``include_preprocessing=True`` the net
+    takes the raw test pixels and predicts what the plain net predicts on
+    the preprocessed ones."""
     images, labels = test_sets(entry["dataset"])
     monkeypatch.setenv("KERAS_HOME", str(tmp_path))
     monkeypatch.setenv(weights.URL_ENV, "http://127.0.0.1:9/never-contacted/")
     builder = getattr(zoo, entry["builder"])
-    plain = builder(**entry["builder_kwargs"], weights=entry["dataset"])
+    variant = bool(entry.get(weights.RECIPE_OPTIONS))
+    asked = entry["name"] if variant else entry["dataset"]
+    plain = builder(**entry["builder_kwargs"], weights=asked)
     assert plain.input_shape == (None, *entry["input_shape"]) == (None, 28, 28, 1)
-    raw = builder(**entry["builder_kwargs"], weights=entry["dataset"], include_preprocessing=True)
+    assert plain.card["source"] == entry["name"]  # the dataset name picks no variant
+    raw = builder(**entry["builder_kwargs"], weights=asked, include_preprocessing=True)
     preprocessing = data.Preprocessing.from_config(entry["preprocessing"])
     x = images[:500]
     a = np.argmax(keras.ops.convert_to_numpy(plain(preprocessing(x), training=False)), -1)
@@ -120,6 +124,8 @@ def test_conv_weights_build_at_their_shape_and_take_raw_pixels(entry, test_sets,
     # The same float32 arithmetic (x * scale + offset) inside and outside the
     # net: equal predictions but for a top-2 tie within round-off.
     assert np.mean(a == b) >= 0.998
-    with pytest.raises(ValueError, match=r"^weights='fashion_mnist': no published .* "
-                                         r"input_shape \(28, 28, 1\)\)$"):
-        builder(**entry["builder_kwargs"], weights=entry["dataset"], input_shape=(32, 32, 3))
+    refused = (rf"^weights {entry['name']!r} were trained for .* input_shape \(28, 28, 1\); "
+               rf"they do not fit" if variant else
+               r"^weights='fashion_mnist': no published .* input_shape \(28, 28, 1\)\)$")
+    with pytest.raises(ValueError, match=refused):
+        builder(**entry["builder_kwargs"], weights=asked, input_shape=(32, 32, 3))

@@ -643,6 +643,46 @@ def test_the_conv_cards_give_gr_table_3s_number():
     assert papers.paper_result("resnet_cifar", {"n": 5, "unit": "original"}, "cifar10") is None
 
 
+def test_a_variant_is_asked_for_by_name_never_by_its_dataset(registry, published):
+    """GR Table 3's k-decay net beside the net without it, same architecture
+    and dataset: ``weights="fashion_mnist"`` is the one without (Keras'
+    ``weights="imagenet"``: the canonical weights), the variant loads by its
+    name, and its card says how it was trained and GR's k-decay number."""
+    from keras_gresnet import papers
+
+    path = published.folder / "gresnet_mlp2_tiny.weights.h5"
+    other = registry.shipped / "gresnet_mlp2_k_decay_fashion_mnist.weights.h5"
+    registry.shipped.mkdir()
+    model = _randomized(zoo.gresnet_mlp(**MLP, input_shape=MLP_SHAPE), seed=7)
+    model.save_weights(other)
+    (registry.shipped / path.name).write_bytes(path.read_bytes())
+    assert zoo.builders.weights_name("gresnet_mlp", MLP, "fashion_mnist", {"k_decay": True}) \
+        == other.name.split(".")[0]
+    variant = registry_entry(other.name.split(".")[0], other, recipe_options={"k_decay": True})
+    # the variant first in the file: the order decides nothing
+    registry.write([variant, registry_entry("gresnet_mlp2_fashion_mnist", path)])
+    canonical = zoo.gresnet_mlp(**MLP, weights="fashion_mnist")
+    np.testing.assert_array_equal(outputs(canonical, published.x), published.mlp_out)
+    by_name = zoo.gresnet_mlp(**MLP, weights=variant["name"])
+    np.testing.assert_array_equal(outputs(by_name, published.x), outputs(model, published.x))
+    card = weights.model_card(weights.get_weights(variant["name"]))
+    assert "- trained with: GR's k decay: the weight decay on the gates k too" in card
+    assert "in the paper: not reported" in card  # GR reports k decay for its CIFAR net only
+    registry.write([variant])  # the variant alone: a dataset name still never picks it
+    with pytest.raises(ValueError, match="weights='fashion_mnist' has no registry entry"):
+        zoo.gresnet_mlp(**MLP, weights="fashion_mnist")
+    for bad in ({"k_decay": False}, {"dropout": True}, {}, ["k_decay"]):
+        registry.write([dict(variant, recipe_options=bad)])
+        with pytest.raises(ValueError, match="field 'recipe_options' must be an object of "
+                                             "training options set to true, each one of "
+                                             r"\['k_decay'\]"):
+            weights.list_weights()
+    line = papers.paper_result("gresnet_cifar", {"n": 5}, "fashion_mnist", {"k_decay": True})
+    assert line == ("GR Table 3, n=5, 32 layers, with k decay (CIFAR-10): 7.04% test error "
+                    "(6.67% without); this entry is trained on fashion_mnist")
+    assert papers.paper_result("resnet_cifar", {"n": 5}, "cifar10", {"k_decay": True}) is None
+
+
 def test_every_not_yet_trained_entry_shows_its_papers_number_at_each_door(capsys):
     """The papers' numbers have one owner (keras_gresnet.papers): each model
     the machines here cannot train shows what its paper reports on the card

@@ -9,7 +9,7 @@ from pathlib import Path
 from keras_gresnet.papers import NOT_ARCHITECTURE
 from keras_gresnet.weights.adapt import hwc, input_change
 from keras_gresnet.weights.registry import (
-    get_weights, published, read_registry,
+    RECIPE_OPTIONS, get_weights, published, read_registry,
 )
 # Arguments that only act in training: k is loaded, BN momentum and dropout
 # change nothing at inference.
@@ -247,8 +247,9 @@ def resolve(builder, call, *, channels_first=False):
     registry = read_registry()
     entry = registry.get(weights)
     # Not-yet-trained entries too: published() below says so, with the command.
+    # A variant (trained with other options, e.g. k decay) is asked for by name.
     candidates = [e for e in registry.values() if e["builder"] == builder.__name__
-                  and e["dataset"] == weights]
+                  and e["dataset"] == weights and not e.get(RECIPE_OPTIONS)]
     input_shape = call.get("input_shape")
     if input_shape is None and call.get("input_tensor") is not None:
         input_shape = tuple(call["input_tensor"].shape[1:])

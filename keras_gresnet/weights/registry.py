@@ -52,6 +52,14 @@ CARD_FIELDS = ("license", "dataset_terms", "epochs", "seed")
 # "size"}), holding the same weights to the bit (scripts/release/publish_weights.py
 # --republish checks it): such a file is still known as the entry's.
 EARLIER = "earlier_files"
+# Optional: the training options that make an entry a variant of its
+# architecture's weights (GR Table 3's k decay: ``{"k_decay": true}``). A
+# variant is asked for by its name; a dataset name (``weights="fashion_mnist"``)
+# never picks one.
+RECIPE_OPTIONS = "recipe_options"
+# The options a variant may name, with what a model card says of each.
+VARIANTS = {"k_decay": "GR's k decay: the weight decay on the gates k too (GR Table 3's "
+                       "third column)"}
 
 # Set by the entry's own fields (or by loading), never by its builder_kwargs.
 _RESERVED = frozenset({"include_top", "weights", "input_tensor", "input_shape", "classes"})
@@ -82,6 +90,11 @@ def _validate(entry, where):
     for field in ("license", "dataset_terms"):
         if field in entry and (not isinstance(entry[field], str) or not entry[field]):
             bad(field, "a non-empty string")
+    options = entry.get(RECIPE_OPTIONS)
+    if options is not None and (not isinstance(options, dict) or not options or any(
+            key not in VARIANTS or value is not True for key, value in options.items())):
+        raise ValueError(f"{where}: field {RECIPE_OPTIONS!r} must be an object of training "
+                         f"options set to true, each one of {sorted(VARIANTS)}, got {options!r}")
     for field, low in (("epochs", 1), ("seed", 0)):
         if field in entry and (isinstance(entry[field], bool) or not isinstance(
                 entry[field], int) or entry[field] < low):
@@ -325,7 +338,9 @@ def model_card(entry):
         f"- model: `keras_gresnet.zoo.{entry['builder']}({kwargs})`, "
         f"{entry['params']:,} trainable parameters",
         f"- architecture: {MODELS.get(entry['builder'], 'not recorded')}",
-        f"- in the paper: {paper_result(entry['builder'], entry['builder_kwargs'], entry['dataset']) or 'not reported'}",
+        f"- in the paper: {paper_result(entry['builder'], entry['builder_kwargs'], entry['dataset'], entry.get(RECIPE_OPTIONS)) or 'not reported'}",
+        *([f"- trained with: {'; '.join(VARIANTS[o] for o in sorted(entry[RECIPE_OPTIONS]))}"]
+          if entry.get(RECIPE_OPTIONS) else []),
         f"- data: {entry['dataset']}",
         _data_config_line(entry),
         f"- status: {entry['status']}",

@@ -117,12 +117,14 @@ def register_model(fn=None, *, configs=None, family=None, recipe=None, dataset=N
     return wrap(fn) if fn is not None else wrap
 
 
-def weights_name(builder, arguments, dataset):
+def weights_name(builder, arguments, dataset, recipe_options=()):
     """The registry name of weights of ``builder`` called with the
     architecture ``arguments``, trained on ``dataset``: the builder, the
     argument values, the dataset (``gresnet_cifar5_cifar10``), for a
-    record's untrained weights and a published run alike."""
-    return f"{builder}{''.join(str(v) for v in arguments.values())}_{dataset}"
+    record's untrained weights and a published run alike; a variant's
+    training options before the dataset (``gresnet_cifar5_k_decay_cifar10``)."""
+    variant = "".join(f"_{option}" for option in sorted(recipe_options))
+    return f"{builder}{''.join(str(v) for v in arguments.values())}{variant}_{dataset}"
 
 
 def application_arguments(builder, arguments, *, keras_weights=False):

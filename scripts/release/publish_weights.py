@@ -9,7 +9,10 @@ Each run folder's ``model.keras`` is saved, without optimizer state, to
 ``zoo/weights/{name}.keras``; its entry records the builder and arguments,
 dataset, input shape, preprocessing statistics, class names, the test error
 from ``results.json``, the exact training command, parameter count, file size
-and sha256, Keras version and date. Entries are replaced by name, so the
+and sha256, Keras version and date; a run trained with a variant's option
+(GR's k decay) is named and marked as that variant
+(``gresnet_cifar5_k_decay_fashion_mnist``, ``recipe_options``), asked for by
+its name, never by a dataset name. Entries are replaced by name, so the
 script can be run again. The model cards (``zoo/cards``), the catalog and
 the models tables are then written anew from the registry.
 """
@@ -56,7 +59,9 @@ def published_entry(run, today):
     if "test_accuracy" not in results:
         raise ValueError(f"{run}: not a finished run ({results})")
     kwargs = config["model_kwargs"]
-    name = zoo.builders.weights_name(config["model"], kwargs, config["dataset"])
+    # A variant's training options (GR's k decay): part of its name and entry.
+    options = {option: True for option in weights.VARIANTS if config["recipe"].get(option)}
+    name = zoo.builders.weights_name(config["model"], kwargs, config["dataset"], options)
     target = SHIPPED / f"{name}.keras"
     target.parent.mkdir(parents=True, exist_ok=True)
     info = data.DATASETS[config["dataset"]]
@@ -69,6 +74,7 @@ def published_entry(run, today):
         keras_version=config["versions"]["keras"], date=today, status=weights.PUBLISHED,
         epochs=config["recipe"]["epochs"],
         seed=config["seed"],
+        **({weights.RECIPE_OPTIONS: options} if options else {}),
     )
     save_published(zoo.resolve(run).model, entry, target)
     return {**entry, "size": target.stat().st_size, "sha256": weights.sha256_of(target)}

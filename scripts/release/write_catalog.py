@@ -265,8 +265,8 @@ def _paper_cell(name, builder):
 
 def _weights_cell(name, builder, entries):
     """The registry's ``entries`` of ``name``, grouped by dataset: the
-    published ones with their test error, and those listed but not yet
-    trained."""
+    published ones with their test error (a variant's after the weights it
+    varies: "with k decay"), and those listed but not yet trained."""
     from keras_gresnet import weights
 
     found = {}
@@ -275,10 +275,13 @@ def _weights_cell(name, builder, entries):
             continue
         config = entry["builder_kwargs"]
         label = f"{_configuration(config)} " if len(builder.paper_configs) > 1 else ""
+        options = sorted(entry.get(weights.RECIPE_OPTIONS) or ())
+        if options:
+            label += f"with {' and '.join(o.replace('_', ' ') for o in options)} "
         shown = f"{label}{entry['test_error_percent']:.2f}%" \
             if entry["status"] == weights.PUBLISHED else f"{label}not yet trained"
         key = next((i for i, c in enumerate(builder.paper_configs) if c == config), 99)
-        found.setdefault(entry["dataset"], []).append((key, shown))
+        found.setdefault(entry["dataset"], []).append(((key, len(options)), shown))
     order = list(DATASET_TITLES)
     return "; ".join(
         f"{DATASET_TITLES.get(dataset, dataset)}: {', '.join(s for _, s in sorted(shown))}"

@@ -67,12 +67,21 @@ def train_all(args):
 
 
 def collect(args):
-    """``{net: {seed: test error %}}`` of the finished runs."""
-    errors = {}
+    """``{(net, seed): results}`` of the finished runs, in the plan's order
+    (each ``results.json`` read once)."""
+    finished = {}
     for net, seed in PLAN:
         results = training.read_results(args.out / "runs" / run_name(net, seed))
         if results and "test_error_percent" in results:
-            errors.setdefault(net, {})[seed] = results["test_error_percent"]
+            finished[net, seed] = results
+    return finished
+
+
+def errors_of(finished):
+    """``{net: {seed: test error %}}``."""
+    errors = {}
+    for (net, seed), results in finished.items():
+        errors.setdefault(net, {})[seed] = results["test_error_percent"]
     return errors
 
 
@@ -81,7 +90,8 @@ def test_set(args):
             if args.max_test_examples else "full 10k test set")
 
 
-def write_table(args, errors):
+def write_table(args, finished):
+    errors = errors_of(finished)
     lines = [
         f"# GR Table 3's n=5 question on {args.dataset} (not CIFAR-10): test error %",
         "",
@@ -116,7 +126,7 @@ def write_table(args, errors):
         else:
             lines.append(f"{name}: Welch's t needs at least 2 finished seeds of each net.")
         lines.append("")
-    lines += gate_lines(args)
+    lines += gate_lines(finished)
     files.write_text(args.out / "table.md", "\n".join(lines).rstrip("\n") + "\n")
     print("\n".join(lines))
 
@@ -135,18 +145,17 @@ def table_arguments(argv):
     return kept
 
 
-def gate_lines(args):
-    """The gates of every finished gated run, from its ``results.json``
-    (g(k) per block): their mean, smallest and largest, and how many are
+def gate_lines(finished):
+    """The gates of every finished gated run (``collect``), from its
+    ``results.json`` (g(k) per block): their mean, smallest and largest, and how many are
     closed (g(k) = 0: the block is an identity), per net and seed; what k
     decay does to them (GR: "regularizing k results in enforcing identity
     mappings")."""
     lines = ["| net | seed | mean g(k) | smallest | largest | closed (g(k) = 0) |",
              "|---|---|---|---|---|---|"]
-    for net, seed in PLAN:
-        results = training.read_results(args.out / "runs" / run_name(net, seed)) or {}
+    for (net, seed), results in finished.items():
         gates = list((results.get("gates") or {}).values())
-        if "test_error_percent" not in results or not gates:
+        if not gates:
             continue
         lines.append(f"| {LABELS[net]} | {seed} | {sum(gates) / len(gates):.3f} | "
                      f"{min(gates):.3f} | {max(gates):.3f} | "
@@ -157,16 +166,15 @@ def gate_lines(args):
             *lines]
 
 
-def write_gates(args):
+def write_gates(args, finished):
     """g(k) per block of every finished gated run, as a table and a bar plot
     (GR Figure 7: the lowest gates at the blocks whose shortcut changes
     dimension, the highest at the last block), and ``gates-{net}-seeds.png``
     with every finished seed of a net where there are two or more."""
     seeds = {}  # net -> {seed: (gate values, blocks whose shortcut changes dimension)}
-    for net, seed in PLAN:
+    for net, seed in finished:
         folder = args.out / "runs" / run_name(net, seed)
-        results = training.read_results(folder) or {}
-        if not NETS[net][0].startswith("gresnet") or "test_error_percent" not in results:
+        if not NETS[net][0].startswith("gresnet"):
             continue
         model, _ = training.load_run(folder)
         changes = {b.name for b in analysis.residual_blocks(model) if not b.removable}
@@ -222,8 +230,9 @@ def main(argv=None):
     args.out = Path(args.out or f"zoo/results/{args.dataset}_conv")
     if not args.no_train:
         train_all(args)
-    write_table(args, collect(args))
-    write_gates(args)
+    finished = collect(args)
+    write_table(args, finished)
+    write_gates(args, finished)
 
 
 if __name__ == "__main__":

@@ -16,11 +16,17 @@ of ``reproduce_gr_conv.py``):
     python scripts/reproduce/reproduce_gr_pruning.py --results zoo/results/fashion_mnist_conv \\
         --seeds 0,1 --runs gresnet=runs/gresnet-seed{seed},resnet=runs/resnet-seed{seed}
 
+``--runs`` may also name ``gresnet_k_decay=PATH`` (GR Table 3's GResNet with
+weight decay on k): its greedy and random curves, and whether removing its
+blocks costs less than the GResNet's (GR: "regularizing k results in
+enforcing identity mappings").
+
 Writes ``pruning.csv``, ``pruning.md`` and ``pruning.png`` in ``--results``:
 per curve the mean over the nets and each net's value; then greedy against
-random on the GResNet, and the GResNet's random curve against the ResNet's at
-half the blocks and with every block removed, each with Welch's 95% interval
-(two nets a side at least). Finished curves are kept in
+random on each gated net, the GResNet's random curve against the ResNet's at
+half the blocks and with every block removed, and the k-decay nets' share of
+their accuracy kept at half the blocks against the GResNet's, each with
+Welch's 95% interval (two nets a side at least). Finished curves are kept in
 ``pruning.csv`` and not recomputed (rows written before the ``train_seed``
 column existed are of the seed-0 nets); a net whose run has not finished is
 left out (its curves come when it has).
@@ -40,24 +46,30 @@ from reproduce import paired_interval, welch_interval  # noqa: E402
 from reproduce_gr_mnist import run_folder  # noqa: E402  (this folder: the runs' layout)
 
 COLUMNS = ("model", "train_seed", "order", "seed", "removed", "accuracy")
-LABELS = {("gresnet", "greedy"): "GResNet greedy", ("gresnet", "random"): "GResNet random",
-          ("resnet", "random"): "ResNet random"}
+# The nets, by kind: the gated ones are pruned greedily (smallest g(k) first)
+# and at random, the ResNet at random only (it has no gates to rank by);
+# gresnet_k_decay is GR Table 3's third column (weight decay on k too).
+KINDS = {"gresnet": "GResNet", "gresnet_k_decay": "GResNet + k decay", "resnet": "ResNet"}
+GATED = ("gresnet", "gresnet_k_decay")
+LABELS = {(kind, order): f"{name} {order}" for kind, name in KINDS.items()
+          for order in (("greedy", "random") if kind in GATED else ("random",))}
 
 
 def curves_to_run(args):
-    """``(kind, order, seed)`` of every curve GR Figure 5 draws for one net pair."""
-    runs = [("gresnet", "greedy", 0)]
+    """``(kind, order, seed)`` of every curve GR Figure 5 draws for one net
+    of each kind."""
+    runs = [(kind, "greedy", 0) for kind in GATED]
     for seed in range(args.random_orders):
-        runs.append(("gresnet", "random", seed))
-        runs.append(("resnet", "random", seed))
+        runs += [(kind, "random", seed) for kind in KINDS]
     return runs
 
 
 def _runs(text):
     pairs = [p.partition("=") for p in text.split(",") if p]
-    if not pairs or any(k not in ("gresnet", "resnet") or not sep or not path
-                        for k, sep, path in pairs):
-        raise argparse.ArgumentTypeError(f"expected gresnet=PATH,resnet=PATH, got {text!r}")
+    if not pairs or any(k not in KINDS or not sep or not path for k, sep, path in pairs):
+        raise argparse.ArgumentTypeError(
+            f"expected KIND=PATH pairs, KIND one of {', '.join(KINDS)} (e.g. "
+            f"gresnet=PATH,resnet=PATH), got {text!r}")
     return {k: path for k, _, path in pairs}
 
 
@@ -144,7 +156,7 @@ def table_lines(curves, seeds):
     lines = ["| curve | nets (training seeds) | nothing removed | kept after the fewest "
              "| blocks removed | accuracy | kept | every block removed |",
              "|---|---|---|---|---|---|---|---|"]
-    halves, everys = {}, {}
+    halves, everys, kept_at_half = {}, {}, {}
     for key in sorted(curves, key=lambda k: LABELS[k]):
         nets = {s: c for s, c in curves[key].items() if s in seeds}
         if not nets:
@@ -158,23 +170,33 @@ def table_lines(curves, seeds):
         at_half = [nets[s][half] for s in order]
         every = [nets[s][total] for s in order]
         kept = [a / f for a, f in zip(at_half, full)]
-        halves[key], everys[key] = at_half, every
+        halves[key], everys[key], kept_at_half[key] = at_half, every, kept
         lines.append(f"| {LABELS[key]} | {len(order)} ({', '.join(map(str, order))}) | "
                      f"{_values(full)}% | {_values(at_fewest)}% ({fewest} of {total}) | "
                      f"{half} of {total} | {_values(at_half)}% | "
                      f"{_values(kept, 100)}% | {_values(every)}% |")
-    greedy, random = halves.get(("gresnet", "greedy"), []), halves.get(("gresnet", "random"), [])
+    lines.append("")
+    for kind in GATED:
+        if kind != "gresnet" and (kind, "greedy") not in halves:
+            continue
+        greedy, random = halves.get((kind, "greedy"), []), halves.get((kind, "random"), [])
+        what = f"{KINDS[kind]} greedy - {KINDS[kind]} random at half the blocks removed"
+        lines += ["- " + _gap_line(what, greedy, random),
+                  "- " + _paired_line(what + ", paired on each net", greedy, random)]
     lines += [
-        "",
-        "- " + _gap_line("GResNet greedy - GResNet random at half the blocks removed",
-                         greedy, random),
-        "- " + _paired_line("GResNet greedy - GResNet random at half the blocks removed, "
-                            "paired on each net", greedy, random),
         "- " + _gap_line("GResNet random - ResNet random with every block removed",
                          *(everys.get((k, "random"), []) for k in ("gresnet", "resnet"))),
         "- " + _gap_line("GResNet random - ResNet random at half the blocks removed",
                          *(halves.get((k, "random"), []) for k in ("gresnet", "resnet"))),
     ]
+    if any(key[0] == "gresnet_k_decay" for key in halves):
+        # GR: "regularizing k results in enforcing identity mappings": if it
+        # does, removing blocks of the k-decay nets costs less.
+        for order in ("greedy", "random"):
+            lines.append("- " + _gap_line(
+                f"GResNet + k decay {order} - GResNet {order} at half the blocks removed "
+                f"(the share of each net's own accuracy kept)",
+                *(kept_at_half.get((k, order), []) for k in ("gresnet_k_decay", "gresnet"))))
     return lines
 
 
@@ -189,8 +211,8 @@ def main(argv=None):
     parser.add_argument("--step", type=int, default=1, help="remove blocks in steps of this")
     parser.add_argument("--runs", type=_runs, default=None,
                         help="the run folders, relative to --results, {seed} standing for "
-                        "each of --seeds: gresnet=PATH,resnet=PATH (default: the --depth "
-                        "MLP runs)")
+                        "each of --seeds: gresnet=PATH,resnet=PATH, and gresnet_k_decay=PATH "
+                        "(default: the --depth MLP runs)")
     args = parser.parse_args(argv)
     if args.runs and len(args.seeds) > 1 and not all("{seed}" in p for p in args.runs.values()):
         parser.error("--runs: with several --seeds every PATH needs {seed}, e.g. "
