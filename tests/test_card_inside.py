@@ -153,3 +153,37 @@ def test_compile_true_on_an_old_plain_file_is_the_zoo_model_compiled_as_saved(
     assert np.array_equal(keras.ops.convert_to_numpy(model(np.zeros((1, 8, 8, 1)))),
                           keras.ops.convert_to_numpy(
                               keras_gresnet.load_model(run, compile=False)(np.zeros((1, 8, 8, 1)))))
+
+
+def test_a_new_publication_carries_its_entrys_card_and_variant(tmp_path, shipped, monkeypatch):
+    """``publish_weights.py`` on a finished run folder: the saved file's card
+    has the class names, licence and source the registry gives the entry
+    (a new entry has no derived fields yet: the card is the completed
+    entry's), and a run trained with k decay is published as that variant."""
+    run = tmp_path / "run"
+    run.mkdir()
+    net = zoo.gresnet_cifar(n=1, input_shape=(28, 28, 1), classes=10)
+    net.save(run / "model.keras")
+    preprocessing = {"method": "mean", "mean": [0.25], "std": [1.0]}
+    (run / "config.json").write_text(json.dumps({
+        "model": "gresnet_cifar", "model_kwargs": {"n": 1}, "dataset": "fashion_mnist",
+        "seed": 0, "data": {"preprocessing": preprocessing},
+        "recipe": {"epochs": 2, "k_decay": True},
+        "versions": {"keras": keras.__version__, "backend": "torch"},
+        "command": ["scripts/reproduce/reproduce_gr_conv.py", "--runs", "x"]}))
+    (run / "results.json").write_text(json.dumps({
+        "test_accuracy": 0.5, "test_error_percent": 50.0, "params": net.count_params()}))
+    publish = load_script("scripts/release/publish_weights.py")
+    monkeypatch.setattr(publish, "SHIPPED", shipped)
+    entry = publish.published_entry(run, "2026-12-06")
+    assert entry["name"] == "gresnet_cifar1_k_decay_fashion_mnist"
+    assert entry["recipe_options"] == {"k_decay": True}
+    assert entry["command"] == ("KERAS_BACKEND=torch python scripts/reproduce/"
+                                "reproduce_gr_conv.py --runs x")
+    weights.write_registry([entry])
+    listed = weights.get_weights(entry["name"])
+    with zipfile.ZipFile(shipped / entry["file"]) as archive:
+        card = json.loads(archive.read("config.json"))["config"]["card"]
+    assert card["class_names"] == listed["class_names"] and card["class_names"][9] == "Ankle boot"
+    assert card["license"] == listed["license"] and card["source"] == entry["name"]
+    assert card["preprocessing"] == preprocessing

@@ -128,9 +128,10 @@ def conv_errors(kind):
     return [conv_error(kind, seed) for seed in (0, 1, 2)]
 
 
-def conv_gates(seed):
-    """{block: g(k)} after the last epoch of the conv GResNet of ``seed``."""
-    table = rows(f"fashion_mnist_conv/runs/gresnet-seed{seed}/gates.csv")
+def conv_gates(seed, kind="gresnet"):
+    """{block: g(k)} after the last epoch of the conv GResNet of ``seed``
+    (``kind="gresnet_k_decay"``: the one trained with k decay)."""
+    table = rows(f"fashion_mnist_conv/runs/{kind}-seed{seed}/gates.csv")
     last = max(int(r["epoch"]) for r in table)
     return {r["block"].removesuffix("_gate"): float(r["g"]) for r in table
             if int(r["epoch"]) == last}
@@ -496,6 +497,40 @@ FIGURES = [
         g=f2(statistics.stdev(conv_errors("gresnet"))))),
     ("docs/analysis.md", "so one seed of each (seed 0: {gap} points)", lambda: dict(
         gap=s2(conv_error("resnet", 0) - conv_error("gresnet", 0)))),
+    # docs/analysis.md, GR Table 3's k-decay column (seed 0 of 3 so far)
+    ("docs/analysis.md", "| GResNet n=5 + k decay | {e0} | - | - | {e0} (n=1) |",
+     lambda: dict(e0=f2(conv_error("gresnet_k_decay", 0)))),
+    ("docs/analysis.md", "ends seed 0 at {kd}% test error, against {g}% for the GResNet and {r}% "
+     "for the ResNet of seed 0 ({gap} points against the GResNet; GR's CIFAR-10 gap: {gr} "
+     "points, 7.04% against 6.67%)",
+     lambda: dict(kd=f2(conv_error("gresnet_k_decay", 0)), g=f2(conv_error("gresnet", 0)),
+                  r=f2(conv_error("resnet", 0)),
+                  gap=s2(conv_error("gresnet_k_decay", 0) - conv_error("gresnet", 0)),
+                  gr=s2(7.04 - GR_GRESNET5))),
+    ("docs/analysis.md", "its 15 gates end at mean g(k) {m} (smallest {lo}, {lob}; largest {hi}, "
+     "{hib}), against {gm} ({glo} to {ghi}) for the GResNet of seed 0 without k decay; {lowered} "
+     "of 15 are lower, and {closed} is at 0",
+     lambda: (lambda kd, g: dict(
+         m=f2(mean(kd.values())), lo=f2(min(kd.values())), lob=min(kd, key=kd.get),
+         hi=f2(max(kd.values())), hib=max(kd, key=kd.get), gm=f2(mean(g.values())),
+         glo=f2(min(g.values())), ghi=f2(max(g.values())),
+         lowered=sum(kd[b] < g[b] for b in g),
+         closed={0: "none"}.get(closed(kd.values()), closed(kd.values()))))(
+        conv_gates(0, "gresnet_k_decay"), conv_gates(0))),
+    ("docs/analysis.md", "which also gives the other two GResNets' means, {m1} and {m2}",
+     lambda: dict(m1=f2(mean(conv_gates(1).values())), m2=f2(mean(conv_gates(2).values())))),
+    ("docs/analysis.md", "With 6 of 13 blocks removed greedy leaves {kg}% and the random orders "
+     "{kr}% (mean of 3) of the k-decay net's {kfull}%, against {gg}% and {gr}% of the GResNet's "
+     "{gfull}% (seed 0 each), inside the three GResNets' range at that count ({glo}% to {ghi}% "
+     "greedy, {rlo}% to {rhi}% random)",
+     lambda: (lambda greedy, random: dict(
+         kg=f2(pruning(CONV, "gresnet_k_decay", "greedy", 6)[0]),
+         kr=f2(pruning(CONV, "gresnet_k_decay", "random", 6)[0]),
+         kfull=f2(pruning(CONV, "gresnet_k_decay", "greedy", 0)[0]),
+         gg=f2(greedy[0]), gr=f2(random[0]),
+         gfull=f2(pruning(CONV, "gresnet", "greedy", 0)[0]),
+         glo=f2(min(greedy)), ghi=f2(max(greedy)), rlo=f2(min(random)), rhi=f2(max(random))))(
+        pruning(CONV, "gresnet", "greedy", 6), pruning(CONV, "gresnet", "random", 6))),
     # docs/analysis.md, GR Figure 7's reading
     ("docs/analysis.md", "conv4_block1 and conv3_block1 rank {a}nd and {b}th of 15 on seed 2 "
      "({ga}, {gb}), {c}st and {d}nd on seed 0, {e}nd and {f}rd on seed 1",

@@ -86,7 +86,10 @@ def save_published(model, entry, target):
     entry's card (class names, preprocessing, source, licence: everything
     but the file's own digest, which the registry holds), without optimizer
     state; ``keras.saving.load_model`` gives it back with its card."""
-    card = {k: v for k, v in zoo.cards.entry_card(entry).items() if k != "weights_sha256"}
+    # the entry as the registry gives it back: with the fields it derives
+    # (class names, licence, the dataset's terms), which a new entry lacks
+    card = {k: v for k, v in zoo.cards.entry_card(weights.registry.completed(entry)).items()
+            if k != "weights_sha256"}
     model = zoo.resolver._as_zoo_model(model, *zoo.resolver._entry_builder(entry), card) \
         if not isinstance(model, ZooModel) else model
     if not isinstance(model, ZooModel):
