@@ -63,8 +63,8 @@ from keras_gresnet.weights.registry import (
 
 __all__ = [
     "CACHE_SUBDIR", "CARD_FIELDS", "DEFAULT_BASE_URL", "DEFAULT_TIMEOUT", "FIELDS", "FILE_FIELDS", "MANIFEST",
-    "NOT_TRAINED", "PRESET_CONFIG", "RECIPE_OPTIONS", "PRESET_METADATA", "PRESET_WEIGHTS", "PUBLISHED",
-    "STATUSES", "SUFFIXES", "TIMEOUT_ENV", "URL_ENV", "VARIANTS", "WeightsError", "base_url",
+    "NOT_TRAINED", "PRESET_CONFIG", "PRESET_METADATA", "PRESET_WEIGHTS", "PUBLISHED",
+    "RECIPE_OPTIONS", "STATUSES", "SUFFIXES", "TIMEOUT_ENV", "URL_ENV", "VARIANTS", "WeightsError", "base_url",
     "cache_folder", "check_argument", "check_fits", "data_config", "get_weights",
     "list_weights", "model_card", "published", "resolve", "sha256_of", "source_kind", "verify_cache", "weights_path",
     "write_registry", "write_release",
