@@ -234,6 +234,19 @@ def closed(gates):
     return sum(g == 0 for g in gates)
 
 
+def listed(items):
+    """``a``, ``a and b``, ``a, b and c``: a list as the prose writes it."""
+    items = [str(i) for i in items]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def kd_seeds():
+    """The seeds of the k-decay GResNet whose run has finished (its
+    ``results.json``): the prose gives the column as far as it goes."""
+    return [s for s in (0, 1, 2)
+            if (RESULTS / CONV / "runs" / f"{KD}-seed{s}" / "results.json").is_file()]
+
+
 def first_open(ks):
     """How many leading blocks keep k > 0."""
     return next(i for i, k in enumerate(ks) if k <= 0)
@@ -246,6 +259,7 @@ def first_open(ks):
 D100 = [f"gresnet_mlp100-seed{s}" for s in (0, 1, 2)]
 FM = "fashion_mnist"
 CONV = "fashion_mnist_conv"
+KD = "gresnet_k_decay"
 
 
 def _conv_after(model, removed):
@@ -497,40 +511,78 @@ FIGURES = [
         g=f2(statistics.stdev(conv_errors("gresnet"))))),
     ("docs/analysis.md", "so one seed of each (seed 0: {gap} points)", lambda: dict(
         gap=s2(conv_error("resnet", 0) - conv_error("gresnet", 0)))),
-    # docs/analysis.md, GR Table 3's k-decay column (seed 0 of 3 so far)
-    ("docs/analysis.md", "| GResNet n=5 + k decay | {e0} | - | - | {e0} (n=1) |",
-     lambda: dict(e0=f2(conv_error("gresnet_k_decay", 0)))),
-    ("docs/analysis.md", "ends seed 0 at {kd}% test error, against {g}% for the GResNet and {r}% "
-     "for the ResNet of seed 0 ({gap} points against the GResNet; GR's CIFAR-10 gap: {gr} "
-     "points, 7.04% against 6.67%)",
-     lambda: dict(kd=f2(conv_error("gresnet_k_decay", 0)), g=f2(conv_error("gresnet", 0)),
-                  r=f2(conv_error("resnet", 0)),
-                  gap=s2(conv_error("gresnet_k_decay", 0) - conv_error("gresnet", 0)),
-                  gr=s2(GR_K_DECAY5 - GR_GRESNET5))),
-    ("docs/analysis.md", "its 15 gates end at mean g(k) {m} (smallest {lo}, {lob}; largest {hi}, "
-     "{hib}), against {gm} ({glo} to {ghi}) for the GResNet of seed 0 without k decay; {lowered} "
-     "of 15 are lower, and {closed} is at 0",
+    # docs/analysis.md, GR Table 3's k-decay column (the seeds finished so far)
+    ("docs/analysis.md", "| GResNet n=5 + k decay | {cells} | {stat} |",
+     lambda: (lambda e: dict(
+         cells=" | ".join(f2(e[s]) if s in e else "-" for s in (0, 1, 2)),
+         stat=(f"{f2(mean(e.values()))} ± {f2(statistics.stdev(e.values()))}"
+               if len(e) > 1 else f2(mean(e.values())))
+         + ("" if len(e) == 3 else f" (n={len(e)})")))(
+        {s: conv_error(KD, s) for s in kd_seeds()})),
+    ("docs/analysis.md", "ends seeds {seeds} at {errors} test error (mean {m}%), against {g}% "
+     "for the three GResNets and {r}% for the three ResNets. k decay - GResNet is {gap} points, "
+     "95% Welch interval {ci} (t = {t} on {dof} degrees of freedom, n = {n} and 3); GR's CIFAR-10 "
+     "gap, {gr} points (7.04% against 6.67%), is {gr_in} it, and so is 0. ResNet - k decay is "
+     "{gap2} points, {ci2} (GR: {gr2}). Seed for seed, k decay is behind the GResNet on {behind} "
+     "of {nw} ({each} points)",
+     lambda: (lambda kd, g, r: dict(
+         seeds=listed(kd_seeds()), errors=listed([f"{f2(e)}%" for e in kd]), m=f2(mean(kd)),
+         g=f2(mean(g)), r=f2(mean(r)), gap=s2(mean(kd) - mean(g)),
+         ci=interval(welch_interval(kd, g)), t=f2(welch(kd, g)[0]), dof=f1(welch(kd, g)[1]),
+         n=len(kd), nw=word(len(kd)), gr=s2(GR_K_DECAY5 - GR_GRESNET5),
+         gr_in=("inside" if welch_interval(kd, g)[1] <= GR_K_DECAY5 - GR_GRESNET5
+                <= welch_interval(kd, g)[2] else "outside"),
+         gap2=s2(mean(r) - mean(kd)), ci2=interval(welch_interval(r, kd)),
+         gr2=s2(GR_RESNET5 - GR_K_DECAY5),
+         behind=word(sum(conv_error(KD, s) > conv_error("gresnet", s) for s in kd_seeds())),
+         each=", ".join(s2(conv_error(KD, s) - conv_error("gresnet", s)) for s in kd_seeds())))(
+        [conv_error(KD, s) for s in kd_seeds()], conv_errors("gresnet"), conv_errors("resnet"))),
+    ("docs/analysis.md", "With k decay the 15 gates end at mean g(k) {m} on seeds {seeds} "
+     "(smallest {lo}; largest {hi}), against {gm} for the GResNets of the same seeds without k "
+     "decay; seed for seed {lowered} of 15 are lower, and {closed} is at 0",
      lambda: (lambda kd, g: dict(
-         m=f2(mean(kd.values())), lo=f2(min(kd.values())), lob=min(kd, key=kd.get),
-         hi=f2(max(kd.values())), hib=max(kd, key=kd.get), gm=f2(mean(g.values())),
-         glo=f2(min(g.values())), ghi=f2(max(g.values())),
-         lowered=sum(kd[b] < g[b] for b in g),
-         closed={0: "none"}.get(closed(kd.values()), closed(kd.values()))))(
-        conv_gates(0, "gresnet_k_decay"), conv_gates(0))),
-    ("docs/analysis.md", "which also gives the other two GResNets' means, {m1} and {m2}",
-     lambda: dict(m1=f2(mean(conv_gates(1).values())), m2=f2(mean(conv_gates(2).values())))),
-    ("docs/analysis.md", "With 6 of 13 blocks removed greedy leaves {kg}% and the random orders "
-     "{kr}% (mean of 3) of the k-decay net's {kfull}%, against {gg}% and {gr}% of the GResNet's "
-     "{gfull}% (seed 0 each), inside the three GResNets' range at that count ({glo}% to {ghi}% "
-     "greedy, {rlo}% to {rhi}% random)",
-     lambda: (lambda greedy, random: dict(
-         kg=f2(pruning(CONV, "gresnet_k_decay", "greedy", 6)[0]),
-         kr=f2(pruning(CONV, "gresnet_k_decay", "random", 6)[0]),
-         kfull=f2(pruning(CONV, "gresnet_k_decay", "greedy", 0)[0]),
-         gg=f2(greedy[0]), gr=f2(random[0]),
-         gfull=f2(pruning(CONV, "gresnet", "greedy", 0)[0]),
-         glo=f2(min(greedy)), ghi=f2(max(greedy)), rlo=f2(min(random)), rhi=f2(max(random))))(
-        pruning(CONV, "gresnet", "greedy", 6), pruning(CONV, "gresnet", "random", 6))),
+         seeds=listed(kd_seeds()), m=listed([f2(mean(kd[s].values())) for s in kd]),
+         lo=listed([f"{f2(min(kd[s].values()))} at {min(kd[s], key=kd[s].get)}" for s in kd]),
+         hi=listed([f"{f2(max(kd[s].values()))} at {max(kd[s], key=kd[s].get)}" for s in kd]),
+         gm=listed([f2(mean(g[s].values())) for s in kd]),
+         lowered=listed([sum(kd[s][b] < g[s][b] for b in g[s]) for s in kd]),
+         closed={0: "none"}.get(sum(closed(kd[s].values()) for s in kd),
+                                sum(closed(kd[s].values()) for s in kd))))(
+        {s: conv_gates(s, KD) for s in kd_seeds()}, {s: conv_gates(s) for s in kd_seeds()})),
+    ("docs/analysis.md", "which also gives the other GResNet's mean, {m}",
+     lambda: dict(m=listed([f2(mean(conv_gates(s).values()))
+                            for s in (0, 1, 2) if s not in kd_seeds()]))),
+    ("docs/analysis.md", "With 6 of 13 blocks removed greedy leaves {kg} and the random orders "
+     "{kr} (mean of 3 orders a net) of the k-decay nets' {kfull} (seeds {seeds}); the three "
+     "GResNets keep {gg} greedy and {gr} random of their {gfull}. As a share of each net's own "
+     "accuracy, k decay - GResNet is {dg} points greedy, Welch 95% interval {cig}, and {dr} "
+     "points random, {cir}: {zero}. Greedy is behind random on {behind} of the {nw} k-decay nets "
+     "({each} points; paired 95% interval {cip})",
+     lambda: (lambda kd, g: dict(
+         kg=listed([f"{f2(a)}%" for a in kd["greedy"]]),
+         kr=listed([f"{f2(a)}%" for a in kd["random"]]),
+         kfull=listed([f"{f2(a)}%" for a in kd["full"]]), seeds=listed(kd_seeds()),
+         gg=listed([f"{f2(a)}%" for a in g["greedy"]]),
+         gr=listed([f"{f2(a)}%" for a in g["random"]]),
+         gfull=listed([f"{f2(a)}%" for a in g["full"]]),
+         dg=s2(welch_interval(kd["kept greedy"], g["kept greedy"])[0]),
+         cig=interval(welch_interval(kd["kept greedy"], g["kept greedy"])),
+         dr=s2(welch_interval(kd["kept random"], g["kept random"])[0]),
+         cir=interval(welch_interval(kd["kept random"], g["kept random"])),
+         zero={2: "both intervals contain 0", 1: "one interval contains 0",
+               0: "neither interval contains 0"}[sum(
+                   welch_interval(kd[k], g[k])[1] <= 0 <= welch_interval(kd[k], g[k])[2]
+                   for k in ("kept greedy", "kept random"))],
+         behind=word(sum(a < b for a, b in zip(kd["greedy"], kd["random"]))),
+         nw=word(len(kd["greedy"])),
+         each=", ".join(s2(a - b) for a, b in zip(kd["greedy"], kd["random"])),
+         cip=interval(paired_interval(kd["greedy"], kd["random"]))))(
+        *[(lambda full, greedy, random: dict(
+            full=full, greedy=greedy, random=random,
+            **{"kept greedy": [100 * a / f for a, f in zip(greedy, full)],
+               "kept random": [100 * a / f for a, f in zip(random, full)]}))(
+            pruning(CONV, model, "greedy", 0), pruning(CONV, model, "greedy", 6),
+            pruning(CONV, model, "random", 6)) for model in (KD, "gresnet")])),
     # docs/analysis.md, GR Figure 7's reading
     ("docs/analysis.md", "conv4_block1 and conv3_block1 rank {a}nd and {b}th of 15 on seed 2 "
      "({ga}, {gb}), {c}st and {d}nd on seed 0, {e}nd and {f}rd on seed 1",
