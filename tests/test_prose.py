@@ -247,6 +247,16 @@ def kd_seeds():
             if (RESULTS / CONV / "runs" / f"{KD}-seed{s}" / "results.json").is_file()]
 
 
+def other_gresnets():
+    """``, which also gives the other GResNet's mean, 1.27``: the GResNets
+    without k decay whose seed has no finished k-decay twin, or nothing."""
+    means = [f2(mean(conv_gates(s).values())) for s in (0, 1, 2) if s not in kd_seeds()]
+    if not means:
+        return ""
+    whose = "GResNets' means" if len(means) > 1 else "GResNet's mean"
+    return f", which also gives the other {whose}, {listed(means)}"
+
+
 def first_open(ks):
     """How many leading blocks keep k > 0."""
     return next(i for i, k in enumerate(ks) if k <= 0)
@@ -549,9 +559,10 @@ FIGURES = [
          closed={0: "none"}.get(sum(closed(kd[s].values()) for s in kd),
                                 sum(closed(kd[s].values()) for s in kd))))(
         {s: conv_gates(s, KD) for s in kd_seeds()}, {s: conv_gates(s) for s in kd_seeds()})),
-    ("docs/analysis.md", "which also gives the other GResNet's mean, {m}",
-     lambda: dict(m=listed([f2(mean(conv_gates(s).values()))
-                            for s in (0, 1, 2) if s not in kd_seeds()]))),
+    ("docs/analysis.md", "(`table.md`'s gate table{others}; `gates-gresnet_k_decay-seed{seeds}.md` "
+     "per block)",
+     lambda: dict(others=other_gresnets(), seeds=(
+         "{" + ",".join(map(str, kd_seeds())) + "}" if len(kd_seeds()) > 1 else kd_seeds()[0]))),
     ("docs/analysis.md", "With 6 of 13 blocks removed greedy leaves {kg} and the random orders "
      "{kr} (mean of 3 orders a net) of the k-decay nets' {kfull} (seeds {seeds}); the three "
      "GResNets keep {gg} greedy and {gr} random of their {gfull}. As a share of each net's own "

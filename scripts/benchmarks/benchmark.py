@@ -134,6 +134,10 @@ VARIANTS = {
     "tf-folded": dict(runner="keras", backend="tensorflow", fold=True),
     "jax-folded": dict(runner="keras", backend="jax", fold=True),
     "torch-keras-folded": dict(runner="keras", backend="torch", fold=True),
+    # the folded model's predict compiled by XLA (compile("auto") is no XLA
+    # on a CPU-only TensorFlow)
+    "tf-folded-xla": dict(runner="keras", backend="tensorflow", fold=True,
+                          compile={"jit_compile": True}),
     # the artefacts as trained: every BatchNorm kept (export(fold_batchnorm=False))
     "savedmodel-unfolded": dict(runner="artefact", backend="tensorflow",
                                 format="tf_saved_model", fold=False),
