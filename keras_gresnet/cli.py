@@ -593,7 +593,8 @@ def cmd_weights(args, extra):
         from keras_gresnet.papers import paper_error
 
         def paper(entry):  # what the paper reports on the entry's dataset
-            found = paper_error(entry["builder"], entry["builder_kwargs"], entry["dataset"])
+            found = paper_error(entry["builder"], entry["builder_kwargs"], entry["dataset"],
+                                entry.get(weights.RECIPE_OPTIONS))
             return "" if found is None else f"{found[1]:.2f}% ({found[0].split(',')[0]})"
 
         rows = [(e["name"], e["builder"],

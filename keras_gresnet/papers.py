@@ -51,25 +51,34 @@ def architecture(builder, builder_kwargs):
             if k not in NOT_ARCHITECTURE and plain(v) != defaults.get(k, missing)}
 
 
-def paper_error(builder, builder_kwargs, dataset):
+def paper_error(builder, builder_kwargs, dataset, recipe_options=None):
     """``(where, test error %)`` a paper reports for ``builder`` with these
-    architecture arguments on ``dataset``, or ``None``."""
+    architecture arguments on ``dataset``, trained with these
+    ``recipe_options`` (a registry entry's field: ``{"k_decay": True}``;
+    none: the architecture's own recipe), or ``None``."""
     wanted = architecture(builder, builder_kwargs)
-    for arguments, result_dataset, where, error in _catalog.PAPER_RESULTS.get(builder, ()):
-        if result_dataset == dataset and dict(arguments) == wanted:
+    options = dict(recipe_options or {})
+    for arguments, result_dataset, where, error, result_options in \
+            _catalog.PAPER_RESULTS.get(builder, ()):
+        if result_dataset == dataset and dict(arguments) == wanted \
+                and dict(result_options) == options:
             return where, error
     return None
 
 
-def _reported(builder, builder_kwargs, dataset):
+def _reported(builder, builder_kwargs, dataset, recipe_options=None):
     """The line for a model some paper reports on some dataset, trained here
-    on ``dataset``."""
+    on ``dataset``; a variant's (``recipe_options``) with the paper's result
+    without them beside it."""
     for paper_dataset in ("cifar10", "cifar100", "imagenet"):
-        found = paper_error(builder, builder_kwargs, paper_dataset)
+        found = paper_error(builder, builder_kwargs, paper_dataset, recipe_options)
         if found is None:
             continue
         where, error = found
         result = f"{where} ({_DATASET_NAMES[paper_dataset]}): {error:.2f}% test error"
+        base = paper_error(builder, builder_kwargs, paper_dataset) if recipe_options else None
+        if base is not None:
+            result += f" ({base[1]:.2f}% without)"
         if paper_dataset == dataset:
             return result
         if dataset not in ("cifar10", "cifar100", "imagenet"):
@@ -82,10 +91,10 @@ def paper_result(builder, builder_kwargs, dataset, recipe_options=None):
     ``"GR Table 1 (MNIST, d=20): 1.57% test error"``; ``None`` when no paper
     reports its architecture (the results of its record, the GR tables above).
     ``recipe_options``: a registry entry's training options (``{"k_decay":
-    True}``: GR Table 3's third column, reported for the n=5 GResNet only)."""
+    True}``: GR Table 3's third column, which the n=5 GResNet's record
+    declares); a paper reports a variant only where its record says so."""
     if recipe_options:
-        return _with_k_decay(builder, builder_kwargs, dataset) \
-            if set(recipe_options) == {"k_decay"} else None
+        return _reported(builder, builder_kwargs, dataset, recipe_options)
     reported = _reported(builder, builder_kwargs, dataset)
     if reported is not None:
         return reported
@@ -105,15 +114,3 @@ def paper_result(builder, builder_kwargs, dataset, recipe_options=None):
     if dataset != "mnist":
         result += f"; GR reports MNIST only, this entry is trained on {dataset}"
     return result
-
-
-def _with_k_decay(builder, builder_kwargs, dataset):
-    """GR Table 3's k-decay result for the GResNet it reports it for (the one
-    whose result without k decay is GR Table 3's), else ``None``."""
-    found = paper_error(builder, builder_kwargs, "cifar10")
-    if builder != "gresnet_cifar" or found is None or not found[0].startswith("GR Table 3"):
-        return None
-    result = (f"{found[0]}, with k decay (CIFAR-10): "
-              f"{GR_CIFAR10_N5_ERROR['gresnet_k_decay']:.2f}% test error "
-              f"({found[1]:.2f}% without)")
-    return result if dataset == "cifar10" else f"{result}; this entry is trained on {dataset}"

@@ -683,6 +683,30 @@ def test_a_variant_is_asked_for_by_name_never_by_its_dataset(registry, published
     assert papers.paper_result("resnet_cifar", {"n": 5}, "cifar10", {"k_decay": True}) is None
 
 
+def test_gr_k_decay_number_is_declared_in_the_gresnets_record_and_matched_by_recipe_options():
+    """GR Table 3's third column is a result of ``gresnet_cifar``'s record
+    (``paper(..., recipe_options={"k_decay": True})``), found only for an
+    entry trained with those options: the lookup without them keeps the
+    GResNet's own number, and no other model or option gets it."""
+    from keras_gresnet import papers
+
+    (declared,) = [r for r in zoo.model_builder("gresnet_cifar").results if r["recipe_options"]]
+    assert declared["recipe_options"] == {"k_decay": True}
+    assert declared["error"] == papers.GR_CIFAR10_N5_ERROR["gresnet_k_decay"]
+    assert papers.paper_error("gresnet_cifar", {"n": 5}, "cifar10", {"k_decay": True}) == (
+        declared["where"], papers.GR_CIFAR10_N5_ERROR["gresnet_k_decay"])
+    assert papers.paper_error("gresnet_cifar", {"n": 5}, "cifar10")[1] \
+        == papers.GR_CIFAR10_N5_ERROR["gresnet"]
+    assert papers.paper_error("gresnet_cifar", {"n": 5}, "cifar10", {}) \
+        == papers.paper_error("gresnet_cifar", {"n": 5}, "cifar10")
+    assert papers.paper_error("gresnet_cifar", {"n": 9}, "cifar10", {"k_decay": True}) is None
+    assert papers.paper_error("gresnet_cifar", {"n": 5}, "cifar100", {"k_decay": True}) is None
+    assert papers.paper_error("gresnet_cifar", {"n": 5}, "cifar10", {"dropout": True}) is None
+    assert papers.paper_result("gresnet_cifar", {"n": 5}, "cifar10", {"k_decay": True}) == (
+        f"{declared['where']} (CIFAR-10): {declared['error']:.2f}% test error "
+        f"({papers.GR_CIFAR10_N5_ERROR['gresnet']:.2f}% without)")
+
+
 def test_every_not_yet_trained_entry_shows_its_papers_number_at_each_door(capsys):
     """The papers' numbers have one owner (keras_gresnet.papers): each model
     the machines here cannot train shows what its paper reports on the card

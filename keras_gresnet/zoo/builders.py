@@ -22,11 +22,15 @@ from keras_gresnet.zoo import hub
 _MODELS = {}
 
 
-def paper(where, error, dataset, **arguments):
+def paper(where, error, dataset, *, recipe_options=None, **arguments):
     """One result a paper reports for a model: ``error`` (% test error) on
     ``dataset`` at ``where`` (its table), for the builder called with these
-    architecture ``arguments``. For :func:`register_model`'s ``results``."""
-    return dict(arguments=arguments, dataset=dataset, where=where, error=error)
+    architecture ``arguments`` and trained with its recipe, or with these
+    ``recipe_options`` added to it (``{"k_decay": True}``: GR Table 3's
+    third column; a registry entry's field of that name matches it). For
+    :func:`register_model`'s ``results``."""
+    return dict(arguments=arguments, dataset=dataset, where=where, error=error,
+                recipe_options=dict(recipe_options or {}))
 
 
 def untrained(dataset, *, preprocessing, name=None, recipe=None, input_shape=None, classes=None,

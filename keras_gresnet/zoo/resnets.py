@@ -350,7 +350,10 @@ def resnet_cifar(n=None, *, depth=None, unit="preact", block="basic", shortcut="
 
 @register_model(
     family="resnet_cifar",
-    results=[paper("GR Table 3, n=5, 32 layers", GR_CIFAR10_N5_ERROR["gresnet"], "cifar10", n=5)],
+    results=[paper("GR Table 3, n=5, 32 layers", GR_CIFAR10_N5_ERROR["gresnet"], "cifar10", n=5),
+             paper("GR Table 3, n=5, 32 layers, with k decay",
+                   GR_CIFAR10_N5_ERROR["gresnet_k_decay"], "cifar10",
+                   recipe_options={"k_decay": True}, n=5)],
     pretrained=[untrained("cifar10", n=5, preprocessing="mean")],
     tiny=dict(n=2, input_shape=(16, 16, 3)),
 )

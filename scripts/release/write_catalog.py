@@ -116,7 +116,8 @@ def catalog_text(rebuild=False):
         f"MODEL_DEFAULTS = {pprint.pformat(pairs, **width, compact=True)}",
         "",
         "# What the papers report, from each model's record (register_model's",
-        "# results): builder -> ((architecture arguments, dataset, where, test error %), ...).",
+        "# results): builder -> ((architecture arguments, dataset, where, test error %,",
+        "# recipe options), ...).",
         f"PAPER_RESULTS = {pprint.pformat(paper_results(defaults), **width, compact=True)}",
         "",
         "# Each paper configuration's figures, counted by building it when this file",
@@ -158,8 +159,9 @@ def model_defaults(builder):
 
 
 def paper_results(defaults):
-    """``{builder: ((arguments, dataset, where, error), ...)}`` from every
-    record's results, the arguments without the builder's defaults."""
+    """``{builder: ((arguments, dataset, where, error, recipe options), ...)}``
+    from every record's results, the arguments without the builder's
+    defaults, the recipe options as sorted ``(name, value)`` pairs."""
     from keras_gresnet import zoo
     from keras_gresnet.papers import NOT_ARCHITECTURE, plain
 
@@ -170,7 +172,7 @@ def paper_results(defaults):
                          if k not in NOT_ARCHITECTURE and plain(v) != defaults[name].get(k)}
             found.setdefault(name, []).append(
                 (tuple(sorted(arguments.items())), result["dataset"], result["where"],
-                 result["error"]))
+                 result["error"], tuple(sorted(result["recipe_options"].items()))))
     return {name: tuple(results) for name, results in found.items()}
 
 
