@@ -223,6 +223,42 @@ def test_strategies():
         training.make_strategy("tpu")
 
 
+@pytest.mark.tensorflow_only
+def test_one_gpu_trains_under_one_device_strategy_whose_input_is_prefetched_there(
+        monkeypatch, tmp_path):
+    """On one GPU "auto" is ``OneDeviceStrategy("/gpu:0")``: the dataset
+    Keras' ``fit`` iterates is its distributed dataset, prefetched to the
+    GPU, where the default strategy hands the dataset back as it is (the
+    batch would cross to the GPU inside each step). No GPU here: the GPU is
+    faked for the choice, and ``fit`` runs under the strategy on the CPU."""
+    import tensorflow as tf
+
+    from keras_gresnet.training.backends import tensorflow as backend
+
+    real = tf.config.list_logical_devices
+    gpu = tf.config.LogicalDevice(name="/device:GPU:0", device_type="GPU")
+    monkeypatch.setattr(tf.config, "list_logical_devices",
+                        lambda device_type=None: [gpu] if device_type == "GPU" else real(device_type))
+    strategy = backend.make_strategy("auto", None)
+    assert isinstance(strategy, tf.distribute.OneDeviceStrategy)
+    assert strategy.extended.worker_devices == ("/job:localhost/replica:0/task:0/device:GPU:0",)
+    monkeypatch.undo()
+    assert backend.make_strategy("auto", None) is tf.distribute.get_strategy()  # no GPU here
+
+    dataset = tf.data.Dataset.range(4).batch(2)
+    assert tf.distribute.get_strategy().experimental_distribute_dataset(dataset) is dataset
+    distributed = tf.distribute.OneDeviceStrategy("/cpu:0").experimental_distribute_dataset(dataset)
+    assert isinstance(distributed, tf.distribute.DistributedDataset)
+    assert [b.device for b in distributed] == ["/job:localhost/replica:0/task:0/device:CPU:0"] * 2
+
+    run = training.train("gresnet_mlp", strategy="one_device", model_kwargs=dict(depth=2),
+                         dataset="fashion_mnist", epochs=1, max_train_examples=512,
+                         max_test_examples=256, verbose=0, seed=0, out=str(tmp_path / "run"))
+    assert run.config["strategy"] == "one_device" and run.config["replicas"] == 1
+    assert len(run.history) == 1 and np.isfinite(run.history[0]["loss"])
+    assert 0 <= run.results["test_error_percent"] <= 100
+
+
 def _cli(*args):
     return [sys.executable, "-m", "keras_gresnet.cli", *args]
 

@@ -1,8 +1,10 @@
 """TensorFlow: ``tf.distribute``'s strategies, the loop of each, Keras'
 synchronised BatchNorm, and every export format.
 
-``"auto"``: ``MirroredStrategy`` when more than one GPU is visible, else
-the default (single-device) strategy. ``"one_device"``: the first GPU, or
+``"auto"``: ``MirroredStrategy`` when more than one GPU is visible,
+``OneDeviceStrategy`` on the one GPU (its distributed input, what Keras'
+``fit`` iterates, is prefetched to the GPU: tf.data's prefetch to device),
+else (no GPU) the default strategy. ``"one_device"``: the first GPU, or
 the CPU. ``"mirrored"``: one replica per GPU, or per logical CPU device
 when there is no GPU (e.g. set up with
 ``tf.config.set_logical_device_configuration``); ``model.fit`` trains
@@ -54,7 +56,7 @@ def make_strategy(name, cluster):
     _split_cpu(tf)
     gpus = tf.config.list_logical_devices("GPU")
     if name == "auto":
-        name = "mirrored" if len(gpus) > 1 else "default"
+        name = "mirrored" if len(gpus) > 1 else "one_device" if gpus else "default"
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "one_device":
