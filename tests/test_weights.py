@@ -668,9 +668,14 @@ def test_a_variant_is_asked_for_by_name_never_by_its_dataset(registry, published
     card = weights.model_card(weights.get_weights(variant["name"]))
     assert "- trained with: GR's k decay: the weight decay on the gates k too" in card
     assert "in the paper: not reported" in card  # GR reports k decay for its CIFAR net only
+    with pytest.raises(ValueError, match="weights='mnist' has no registry entry") as error:
+        zoo.gresnet_mlp(**MLP, weights="mnist")
+    assert "a dataset name ('fashion_mnist')" in str(error.value)  # the canonical one's
     registry.write([variant])  # the variant alone: a dataset name still never picks it
-    with pytest.raises(ValueError, match="weights='fashion_mnist' has no registry entry"):
+    with pytest.raises(ValueError, match="weights='fashion_mnist' has no registry entry") as error:
         zoo.gresnet_mlp(**MLP, weights="fashion_mnist")
+    assert f"'{variant['name']}'" in str(error.value)  # by its name, and
+    assert "dataset name" not in str(error.value)  # no dataset name would pick it
     for bad in ({"k_decay": False}, {"dropout": True}, {}, ["k_decay"]):
         registry.write([dict(variant, recipe_options=bad)])
         with pytest.raises(ValueError, match="field 'recipe_options' must be an object of "

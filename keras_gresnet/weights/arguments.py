@@ -214,10 +214,14 @@ def check_argument(weights, builder):
     entry = registry.get(weights)
     if entry is None or entry["builder"] != builder:
         names = sorted(n for n, e in registry.items() if e["builder"] == builder)
+        # a dataset name picks the entry of that dataset that is no variant
+        datasets = sorted({e["dataset"] for e in registry.values()
+                           if e["builder"] == builder and not e.get(RECIPE_OPTIONS)})
         raise ValueError(
             f"weights={weights!r} has no registry entry for {builder}; accepted: "
-            f"None{''.join(', ' + repr(n) for n in names)}, a dataset name of one of them, "
-            f"{ACCEPTED.replace('a published weights name, ', '')}"
+            f"None{''.join(', ' + repr(n) for n in names)}, "
+            + (f"a dataset name ({', '.join(map(repr, datasets))}), " if datasets else "")
+            + ACCEPTED.replace('a published weights name, ', '')
         )
     return published(entry)
 
