@@ -532,7 +532,7 @@ FIGURES = [
     ("docs/analysis.md", "ends seeds {seeds} at {errors} test error (mean {m}%), against {g}% "
      "for the three GResNets and {r}% for the three ResNets. k decay - GResNet is {gap} points, "
      "95% Welch interval {ci} (t = {t} on {dof} degrees of freedom, n = {n} and 3); GR's CIFAR-10 "
-     "gap, {gr} points (7.04% against 6.67%), is {gr_in} it, and so is 0. ResNet - k decay is "
+     "gap, {gr} points (7.04% against 6.67%), is {gr_in} it, {zero}. ResNet - k decay is "
      "{gap2} points, {ci2} (GR: {gr2}). Seed for seed, k decay is behind the GResNet on {behind} "
      "of {nw} ({each} points)",
      lambda: (lambda kd, g, r: dict(
@@ -542,6 +542,8 @@ FIGURES = [
          n=len(kd), nw=word(len(kd)), gr=s2(GR_K_DECAY5 - GR_GRESNET5),
          gr_in=("inside" if welch_interval(kd, g)[1] <= GR_K_DECAY5 - GR_GRESNET5
                 <= welch_interval(kd, g)[2] else "outside"),
+         zero=("and so is 0" if welch_interval(kd, g)[1] <= 0 <= welch_interval(kd, g)[2]
+               else "and 0 is not"),
          gap2=s2(mean(r) - mean(kd)), ci2=interval(welch_interval(r, kd)),
          gr2=s2(GR_RESNET5 - GR_K_DECAY5),
          behind=word(sum(conv_error(KD, s) > conv_error("gresnet", s) for s in kd_seeds())),
