@@ -276,6 +276,40 @@ def _conv_after(model, removed):
     return pruning(CONV, model, "random" if model == "resnet" else "random", removed)
 
 
+def removed_six(model):
+    """Each conv net's accuracy (%) of ``model`` by training seed: unpruned,
+    and with 6 of 13 blocks removed greedy and random (the mean of its
+    orders), and those two as a share of the unpruned accuracy."""
+    full, greedy, random = (pruning(CONV, model, "greedy", 0), pruning(CONV, model, "greedy", 6),
+                            pruning(CONV, model, "random", 6))
+    return {"full": full, "greedy": greedy, "random": random,
+            "kept greedy": [100 * a / f for a, f in zip(greedy, full)],
+            "kept random": [100 * a / f for a, f in zip(random, full)]}
+
+
+def k_decay_removal():
+    """The fields of docs/analysis.md's block-removal sentence on the k-decay nets."""
+    kd, g = removed_six(KD), removed_six("gresnet")
+    gaps = {k: welch_interval(kd[k], g[k]) for k in ("kept greedy", "kept random")}
+
+    def percents(values):
+        return listed([f"{f2(a)}%" for a in values])
+
+    return dict(
+        kg=percents(kd["greedy"]), kr=percents(kd["random"]), kfull=percents(kd["full"]),
+        seeds=listed(kd_seeds()), gg=percents(g["greedy"]), gr=percents(g["random"]),
+        gfull=percents(g["full"]),
+        dg=s2(gaps["kept greedy"][0]), cig=interval(gaps["kept greedy"]),
+        dr=s2(gaps["kept random"][0]), cir=interval(gaps["kept random"]),
+        zero={2: "both intervals contain 0", 1: "one interval contains 0",
+              0: "neither interval contains 0"}[sum(low <= 0 <= high
+                                                    for _, low, high in gaps.values())],
+        behind=word(sum(a < b for a, b in zip(kd["greedy"], kd["random"]))),
+        nw=word(len(kd["greedy"])),
+        each=", ".join(s2(a - b) for a, b in zip(kd["greedy"], kd["random"])),
+        cip=interval(paired_interval(kd["greedy"], kd["random"])))
+
+
 FIGURES = [
     # docs/analysis.md, --zero-gates
     ("docs/analysis.md", "seed-1 and seed-2 run folders): {a}, {b} and {c} of 50 blocks go",
@@ -571,31 +605,7 @@ FIGURES = [
      "accuracy, k decay - GResNet is {dg} points greedy, Welch 95% interval {cig}, and {dr} "
      "points random, {cir}: {zero}. Greedy is behind random on {behind} of the {nw} k-decay nets "
      "({each} points; paired 95% interval {cip})",
-     lambda: (lambda kd, g: dict(
-         kg=listed([f"{f2(a)}%" for a in kd["greedy"]]),
-         kr=listed([f"{f2(a)}%" for a in kd["random"]]),
-         kfull=listed([f"{f2(a)}%" for a in kd["full"]]), seeds=listed(kd_seeds()),
-         gg=listed([f"{f2(a)}%" for a in g["greedy"]]),
-         gr=listed([f"{f2(a)}%" for a in g["random"]]),
-         gfull=listed([f"{f2(a)}%" for a in g["full"]]),
-         dg=s2(welch_interval(kd["kept greedy"], g["kept greedy"])[0]),
-         cig=interval(welch_interval(kd["kept greedy"], g["kept greedy"])),
-         dr=s2(welch_interval(kd["kept random"], g["kept random"])[0]),
-         cir=interval(welch_interval(kd["kept random"], g["kept random"])),
-         zero={2: "both intervals contain 0", 1: "one interval contains 0",
-               0: "neither interval contains 0"}[sum(
-                   welch_interval(kd[k], g[k])[1] <= 0 <= welch_interval(kd[k], g[k])[2]
-                   for k in ("kept greedy", "kept random"))],
-         behind=word(sum(a < b for a, b in zip(kd["greedy"], kd["random"]))),
-         nw=word(len(kd["greedy"])),
-         each=", ".join(s2(a - b) for a, b in zip(kd["greedy"], kd["random"])),
-         cip=interval(paired_interval(kd["greedy"], kd["random"]))))(
-        *[(lambda full, greedy, random: dict(
-            full=full, greedy=greedy, random=random,
-            **{"kept greedy": [100 * a / f for a, f in zip(greedy, full)],
-               "kept random": [100 * a / f for a, f in zip(random, full)]}))(
-            pruning(CONV, model, "greedy", 0), pruning(CONV, model, "greedy", 6),
-            pruning(CONV, model, "random", 6)) for model in (KD, "gresnet")])),
+     k_decay_removal),
     # docs/analysis.md, GR Figure 7's reading
     ("docs/analysis.md", "conv4_block1 and conv3_block1 rank {a}nd and {b}th of 15 on seed 2 "
      "({ga}, {gb}), {c}st and {d}nd on seed 0, {e}nd and {f}rd on seed 1",

@@ -214,9 +214,7 @@ def check_argument(weights, builder):
     entry = registry.get(weights)
     if entry is None or entry["builder"] != builder:
         names = sorted(n for n, e in registry.items() if e["builder"] == builder)
-        # a dataset name picks the entry of that dataset that is no variant
-        datasets = sorted({e["dataset"] for e in registry.values()
-                           if e["builder"] == builder and not e.get(RECIPE_OPTIONS)})
+        datasets = sorted({e["dataset"] for e in _by_dataset(registry, builder)})
         raise ValueError(
             f"weights={weights!r} has no registry entry for {builder}; accepted: "
             f"None{''.join(', ' + repr(n) for n in names)}, "
@@ -224,6 +222,13 @@ def check_argument(weights, builder):
             + ACCEPTED.replace('a published weights name, ', '')
         )
     return published(entry)
+
+
+def _by_dataset(registry, builder):
+    """The registry entries of ``builder`` that a dataset name
+    (``weights="fashion_mnist"``) may pick: every one but the variants
+    (trained with other options, e.g. k decay), which are asked for by name."""
+    return [e for e in registry.values() if e["builder"] == builder and not e.get(RECIPE_OPTIONS)]
 
 
 def _is_model(weights):
@@ -251,9 +256,7 @@ def resolve(builder, call, *, channels_first=False):
     registry = read_registry()
     entry = registry.get(weights)
     # Not-yet-trained entries too: published() below says so, with the command.
-    # A variant (trained with other options, e.g. k decay) is asked for by name.
-    candidates = [e for e in registry.values() if e["builder"] == builder.__name__
-                  and e["dataset"] == weights and not e.get(RECIPE_OPTIONS)]
+    candidates = [e for e in _by_dataset(registry, builder.__name__) if e["dataset"] == weights]
     input_shape = call.get("input_shape")
     if input_shape is None and call.get("input_tensor") is not None:
         input_shape = tuple(call["input_tensor"].shape[1:])
