@@ -194,6 +194,48 @@ class on_sigterm_raise:
         return False
 
 
+class interrupt_kept:
+    """While a run trains in the main thread, a Ctrl-C is remembered as well
+    as raised, so that one swallowed on its way up is raised again at
+    :meth:`check` (call it where the run can stop: after a batch, after an
+    epoch). C code that clears every pending exception swallows a
+    ``KeyboardInterrupt`` raised while it runs Python code (numpy/numpy#20596,
+    pybind/pybind11#2862); the run would then go on to its end. Only
+    Python's own handler is replaced: a program's handler, an ignored or
+    default SIGINT, and other threads are left as they are."""
+
+    def __init__(self):
+        self.fired = False
+        self.previous = None
+
+    def __enter__(self):
+        self.fired, self.previous = False, None
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        try:
+            if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+                return self
+            signal.signal(signal.SIGINT, self._raise)
+        except (ValueError, OSError, AttributeError):  # no signals here
+            return self
+        self.previous = signal.default_int_handler
+        return self
+
+    def _raise(self, signum, frame):
+        self.fired = True
+        signal.default_int_handler(signum, frame)
+
+    def check(self):
+        """Raise ``KeyboardInterrupt`` if a Ctrl-C came (and was swallowed)."""
+        if self.fired:
+            raise KeyboardInterrupt
+
+    def __exit__(self, kind, error, traceback):
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+        return False
+
+
 def remove_stale_temporaries(folder, owned=lambda name: True):
     """Remove the temporaries :func:`atomic_path` left in ``folder`` when its
     process was killed (a pid that no longer runs) and whose final name

@@ -23,6 +23,7 @@ from pathlib import Path
 from keras_gresnet import finetune
 from keras_gresnet._checks import check_seed
 from keras_gresnet.data import FOLDER
+from keras_gresnet.files import interrupt_kept
 from keras_gresnet.layers import ZooModel
 from keras_gresnet.training import runs
 from keras_gresnet.training.config import inference_copy, recorded_command, _versions
@@ -90,27 +91,30 @@ def finetune_run(source, *, data_dir, out, seed=0, overwrite=False, head_epochs=
                          f"fine-tune again with --overwrite")
     # every argument and every file read has proved good: the folder changes now
     lock = runs.prepare_folder(out, config, overwrite=overwrite, resumed=resumed)
-    try:
-        start = time.perf_counter()
-        net, _ = finetune.train_phases(plan, verbose=verbose, callbacks=[logger, backup],
-                                       restore=(backup.restore, done), validate=False)
-        seconds = time.perf_counter() - start
-        if logger.diverged:
-            from keras_gresnet.training import TrainingDiverged
+    with interrupt_kept() as interrupt:  # a swallowed Ctrl-C raised again (runner._train)
+        try:
+            start = time.perf_counter()
+            callbacks = [logger, backup, runs.RaiseInterrupt(interrupt)]
+            net, _ = finetune.train_phases(plan, verbose=verbose, callbacks=callbacks,
+                                           restore=(backup.restore, done), validate=False)
+            seconds = time.perf_counter() - start
+            if logger.diverged:
+                from keras_gresnet.training import TrainingDiverged
 
-            raise TrainingDiverged(
-                f"fine-tuning {plan.resolved.source} on {data_dir}: {logger.diverged}; lower "
-                f"--head-lr / --full-lr, or try another seed. History so far: "
-                f"{out / runs.HISTORY}")
-        # compiled as Keras' own classifiers are (train_phases): the final metrics
-        results = _results(test(), net, logger.history, done, seconds)
-        copy = inference_copy(net)
-        card = dict(copy.card, dataset=FOLDER,
-                    test_error_percent=round(results["test_error_percent"], 4))
-        copy.remember(copy.builder, copy.builder_kwargs, card)
-        runs.finish(out, copy, results, logger.gates, FOLDER)
-    finally:
-        lock.release()
+                raise TrainingDiverged(
+                    f"fine-tuning {plan.resolved.source} on {data_dir}: {logger.diverged}; "
+                    f"lower --head-lr / --full-lr, or try another seed. History so far: "
+                    f"{out / runs.HISTORY}")
+            # compiled as Keras' own classifiers are (train_phases): the final metrics
+            results = _results(test(), net, logger.history, done, seconds)
+            copy = inference_copy(net)
+            card = dict(copy.card, dataset=FOLDER,
+                        test_error_percent=round(results["test_error_percent"], 4))
+            copy.remember(copy.builder, copy.builder_kwargs, card)
+            interrupt.check()
+            runs.finish(out, copy, results, logger.gates, FOLDER)
+        finally:
+            lock.release()
     from keras_gresnet.training import Run
 
     return Run(out=out, config=config, model=net, history=logger.history, results=results)

@@ -78,3 +78,14 @@ def finished(tmp_path_factory):
     out = tmp_path_factory.mktemp("finished") / "run"
     assert train(out) == 0
     return out
+
+
+@pytest.fixture
+def python_sigint():
+    """SIGINT under Python's own handler (what a program run from a terminal
+    has), restored afterwards."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

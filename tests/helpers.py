@@ -327,3 +327,19 @@ def steps(found, run, tag):
 
 def scalars(found, run, tag):
     return [value for _, value in found.get((run, tag), [])]
+
+
+def swallow_a_ctrl_c():
+    """Send this process a SIGINT and drop the ``KeyboardInterrupt`` it
+    raises, as C code that clears every pending exception drops it
+    (numpy/numpy#20596); returns True once it was raised and dropped."""
+    import os
+    import signal
+
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(10_000_000):
+            pass
+    except KeyboardInterrupt:
+        return True
+    raise AssertionError("the SIGINT raised nothing (is SIGINT under Python's handler?)")

@@ -15,7 +15,7 @@ import keras
 import numpy as np
 import pytest
 
-from helpers import TINY, one_error_line, train
+from helpers import TINY, one_error_line, swallow_a_ctrl_c, train
 from keras_gresnet import files, training, zoo
 from keras_gresnet.training import runs
 
@@ -135,23 +135,31 @@ def test_sigterm_caught_and_replaced_by_a_library_still_ends_the_export():
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # restored
 
 
+def _swallowing_gc_callback(signum):
+    """A gc callback in which ``signum`` is handled: CPython prints and drops
+    the exception its handler raises there (as C code that clears every
+    pending exception drops it)."""
+    import os
+
+    def in_gc(phase, info):
+        if phase == "start":
+            os.kill(os.getpid(), signum)
+            for _ in range(10_000):
+                pass
+    return in_gc
+
+
 def test_sigterm_swallowed_by_a_gc_callback_is_raised_again_before_the_result_is_kept():
     """A handler that runs inside a garbage-collection callback (JAX's
     ``_xla_gc_callback`` under an export, seen in CI) has its exception
     printed and dropped: ``check()`` raises it again before the result
     replaces anything, and the block ends with exit 143."""
     import gc
-    import os
     import signal
 
     from keras_gresnet.files import on_sigterm_raise
 
-    def in_gc(phase, info):  # the signal is handled while this callback runs
-        if phase == "start":
-            os.kill(os.getpid(), signal.SIGTERM)
-            for _ in range(10_000):
-                pass
-
+    in_gc = _swallowing_gc_callback(signal.SIGTERM)  # the signal is handled in it
     kept = []
     gc.callbacks.append(in_gc)
     try:
@@ -165,6 +173,83 @@ def test_sigterm_swallowed_by_a_gc_callback_is_raised_again_before_the_result_is
         if in_gc in gc.callbacks:
             gc.callbacks.remove(in_gc)
     assert ended.value.code == 128 + signal.SIGTERM and kept == []
+
+
+def test_a_swallowed_ctrl_c_is_raised_again_at_check(python_sigint):
+    import gc
+    import signal
+
+    from keras_gresnet.files import interrupt_kept
+
+    in_gc = _swallowing_gc_callback(signal.SIGINT)
+    gc.callbacks.append(in_gc)
+    try:
+        with interrupt_kept() as interrupt:
+            gc.collect()  # KeyboardInterrupt raised in the callback, and dropped
+            gc.callbacks.remove(in_gc)
+            with pytest.raises(KeyboardInterrupt):
+                interrupt.check()
+    finally:
+        if in_gc in gc.callbacks:
+            gc.callbacks.remove(in_gc)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+
+
+def test_interrupt_kept_raises_at_once_and_leaves_a_program_s_own_handler(python_sigint):
+    import os
+    import signal
+
+    from keras_gresnet.files import interrupt_kept
+
+    with pytest.raises(KeyboardInterrupt):  # not swallowed: raised where it came
+        with interrupt_kept() as interrupt:
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(1_000_000):
+                pass
+            raise AssertionError("the Ctrl-C did not stop the block")
+    assert interrupt.fired
+    seen = []
+    signal.signal(signal.SIGINT, lambda signum, frame: seen.append(signum))
+    with interrupt_kept() as interrupt:
+        assert signal.getsignal(signal.SIGINT) is not interrupt._raise
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(1_000_000):
+            if seen:
+                break
+        interrupt.check()  # the program's handler had it: nothing to raise
+    assert seen == [signal.SIGINT]
+
+
+@pytest.mark.integration
+def test_a_ctrl_c_swallowed_during_training_stops_the_run_resumable(tmp_path, monkeypatch,
+                                                                     python_sigint):
+    """A Ctrl-C that C code swallows in the middle of an epoch stops the run
+    after that batch, as a Ctrl-C does: no results, the backups kept, and the
+    same call resumes it to the end."""
+    import os
+    import signal
+
+    out = tmp_path / "run"
+    kwargs = dict(model_kwargs=dict(depth=2), dataset="fashion_mnist", epochs=3,
+                  max_train_examples=512, max_test_examples=64, out=out, verbose=0)
+    batch_end = runs.RunLogger.on_train_batch_end
+    fired = []
+
+    def ctrl_c_swallowed(self, batch, logs=None):
+        if len(self.history) == 1 and not fired:  # epoch 2's first batch (or steps)
+            fired.append(swallow_a_ctrl_c())
+        return batch_end(self, batch, logs)
+
+    monkeypatch.setattr(runs.RunLogger, "on_train_batch_end", ctrl_c_swallowed)
+    with pytest.raises(KeyboardInterrupt):
+        training.train("gresnet_mlp", **kwargs)
+    assert fired == [True]
+    assert not (out / "results.json").exists()
+    assert [p.name for p in (out / "backup").iterdir()] == ["epoch-00001.weights.h5"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    monkeypatch.undo()
+    run = training.train("gresnet_mlp", **kwargs)
+    assert run.results["epochs"] == 3 and (out / "results.json").exists()
 
 
 # --------------------------------------------------- a full disk, end to end

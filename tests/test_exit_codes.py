@@ -59,18 +59,23 @@ def test_ctrl_c_is_one_line_saying_how_to_resume(tmp_path):
                "2", "--dataset", "fashion_mnist", "--max-train-examples", "2048",
                "--max-test-examples", "200", "--epochs", "50", "--out", str(out)]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    # A terminal's Ctrl-C: SIGINT handled as a shell in the foreground leaves
-    # it (a test run started in the background would pass it on ignored).
+
+    def foreground():
+        # A terminal's Ctrl-C: SIGINT handled and unblocked, as a shell in the
+        # foreground leaves it (a test run started in the background would
+        # pass it on ignored; a harness may pass it on blocked).
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, preexec_fn=lambda: signal.signal(signal.SIGINT,
-                                                                      signal.SIG_DFL))
+                            env=env, preexec_fn=foreground)
     deadline = time.monotonic() + 300
     while not list((out / "backup").glob("epoch-*.weights.h5")):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err
+    out_text, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (err, out_text[-2000:])
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1] == (
         "keras-gresnet train: interrupted (the same command resumes the run)")

@@ -10,7 +10,7 @@ import keras
 import numpy as np
 import pytest
 
-from helpers import read_csv, tree
+from helpers import read_csv, swallow_a_ctrl_c, tree
 from keras_gresnet import cli, data, finetune, training
 from keras_gresnet.finetune_run import finetune_run
 
@@ -147,6 +147,32 @@ def test_a_killed_run_resumes_and_ends_as_the_uninterrupted_one(
     # (seed, epoch)'s: the resumed run ends as the uninterrupted one, to the bit
     assert max_difference(weights_of(uninterrupted), weights_of(out)) == 0.0
     assert without_seconds(history) == without_seconds(read_csv(uninterrupted / "history.csv"))
+
+
+@pytest.mark.integration
+def test_a_swallowed_ctrl_c_stops_a_finetune_run_resumable(shots, uninterrupted, tmp_path,
+                                                          monkeypatch, python_sigint):
+    """A Ctrl-C that C code swallows in epoch 3 (the body's first) stops the
+    run after that batch, as a Ctrl-C does; the same call ends as the
+    uninterrupted run."""
+    out = tmp_path / "run"
+    batch_end = training.RunLogger.on_train_batch_end
+    fired = []
+
+    def ctrl_c_swallowed(self, batch, logs=None):
+        if len(self.history) == 2 and not fired:
+            fired.append(swallow_a_ctrl_c())
+        return batch_end(self, batch, logs)
+
+    monkeypatch.setattr(training.RunLogger, "on_train_batch_end", ctrl_c_swallowed)
+    with pytest.raises(KeyboardInterrupt):
+        finetune_run(SOURCE, data_dir=shots, out=out, seed=3, verbose=0, **PHASES)
+    monkeypatch.undo()
+    assert fired == [True] and not (out / "results.json").exists()
+    assert len(read_csv(out / "history.csv")) == 2
+    run = finetune_run(SOURCE, data_dir=shots, out=out, seed=3, verbose=0, **PHASES)
+    assert run.results["epochs"] == 5
+    assert max_difference(weights_of(uninterrupted), weights_of(out)) == 0.0
 
 
 def one_line_exit_2(capsys, argv, *words):

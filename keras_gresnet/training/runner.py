@@ -18,6 +18,7 @@ import keras
 
 from keras_gresnet import data, zoo
 from keras_gresnet._cpu import CPU_DEVICES, cpu_info, memory_available
+from keras_gresnet.files import interrupt_kept
 from keras_gresnet.layers import gate_layers
 from keras_gresnet.training import backends, runs
 from keras_gresnet.training.cluster import resolve_cluster
@@ -150,32 +151,37 @@ def _train(config, cluster, out, overwrite, verbose, tensorboard, input_pipeline
         if loop.chief else None
     if loop.chief and verbose != 0:  # every check passed: what it trains with, then the epochs
         print(devices_line(config, loop.strategy), file=sys.stderr, flush=True)
-    try:
-        # The history is written before the backup: a kill between the two
-        # retrains that epoch and replaces its row, never loses it.
-        callbacks = [logger]
-        if loop.chief:
-            # TensorBoard after the backup: an epoch reaches it once it is saved,
-            # so the epoch a killed run trains again is never logged twice.
-            callbacks += loop.chief_callbacks(
-                [backup] + ([RunTensorBoard(out / TENSORBOARD, logger)] if tensorboard else []))
-        # The loss from the logits on every backend (keras_gresnet.training.loss).
-        with logits_head(net):
-            seconds = _fit(loop, train_data, epochs, initial_epoch, pipe, config, verbose,
-                           callbacks=callbacks)
-            _check_finite(logger, config, out)
-            test = loop.evaluate(pipe.test)
-        results = _results(test, net, logger.history, initial_epoch, seconds)
-        # The returned model evaluates as Keras' own softmax classifiers do.
-        with loop.strategy.scope():
-            net.compile(optimizer=net.optimizer, loss="sparse_categorical_crossentropy",
-                        metrics=["accuracy"], **compile_options())
-        if loop.chief:
-            runs.finish(out, inference_copy(net), results, logger.gates, config["dataset"],
-                        config)
-    finally:
-        if lock is not None:
-            lock.release()
+    # A Ctrl-C that C code swallows is raised again after the next batch
+    # (files.interrupt_kept): the run stops, resumable, as Ctrl-C stops it.
+    with interrupt_kept() as interrupt:
+        try:
+            # The history is written before the backup: a kill between the two
+            # retrains that epoch and replaces its row, never loses it.
+            callbacks = [logger]
+            if loop.chief:
+                # TensorBoard after the backup: an epoch reaches it once it is saved,
+                # so the epoch a killed run trains again is never logged twice.
+                callbacks += loop.chief_callbacks(
+                    [backup] + ([RunTensorBoard(out / TENSORBOARD, logger)] if tensorboard else []))
+            callbacks.append(runs.RaiseInterrupt(interrupt))
+            # The loss from the logits on every backend (keras_gresnet.training.loss).
+            with logits_head(net):
+                seconds = _fit(loop, train_data, epochs, initial_epoch, pipe, config, verbose,
+                               callbacks=callbacks)
+                _check_finite(logger, config, out)
+                test = loop.evaluate(pipe.test)
+            results = _results(test, net, logger.history, initial_epoch, seconds)
+            # The returned model evaluates as Keras' own softmax classifiers do.
+            with loop.strategy.scope():
+                net.compile(optimizer=net.optimizer, loss="sparse_categorical_crossentropy",
+                            metrics=["accuracy"], **compile_options())
+            interrupt.check()
+            if loop.chief:
+                runs.finish(out, inference_copy(net), results, logger.gates, config["dataset"],
+                            config)
+        finally:
+            if lock is not None:
+                lock.release()
     return Run(out=out if loop.chief else None, config=config, model=net,
                history=logger.history, results=results)
 

@@ -305,6 +305,25 @@ def _nbytes(variable):
     return math.prod(variable.shape) * (int(bits) // 8 if bits else 1)
 
 
+class RaiseInterrupt(keras.callbacks.Callback):
+    """Raises a Ctrl-C that ``interrupt`` (a :class:`~keras_gresnet.files.
+    interrupt_kept`) saw but that never reached the run (C code swallowed
+    it) after the next batch or epoch: the run stops as a Ctrl-C stops it."""
+
+    def __init__(self, interrupt):
+        super().__init__()
+        self.interrupt = interrupt
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.interrupt.check()
+
+    def on_test_batch_end(self, batch, logs=None):
+        self.interrupt.check()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.interrupt.check()
+
+
 class EpochBackup(keras.callbacks.Callback):
     """After every epoch, saves the model and its optimizer state as
     ``folder/epoch-NNNNN.weights.h5`` (a Keras weights file; NNNNN counts the
