@@ -262,6 +262,21 @@ def first_open(ks):
     return next(i for i, k in enumerate(ks) if k <= 0)
 
 
+def k_decay_gap_readme():
+    """The fields of README.md's k-decay sentence: the column's mean ± std,
+    its gap to the GResNet, and which of GR's gap and 0 the interval holds."""
+    kd, g = [conv_error(KD, s) for s in (0, 1, 2)], conv_errors("gresnet")
+    _, low, high = welch_interval(kd, g)
+    gr = s2(GR_K_DECAY5 - GR_GRESNET5)
+    inside = (low <= GR_K_DECAY5 - GR_GRESNET5 <= high, low <= 0 <= high)
+    holds = {(True, True): f"which holds GR's {gr} and 0 alike",
+             (True, False): f"which holds GR's {gr} but not 0",
+             (False, True): f"which holds 0 but not GR's {gr}",
+             (False, False): f"which holds neither GR's {gr} nor 0"}[inside]
+    return dict(m=f2(mean(kd)), sd=f2(statistics.stdev(kd)), gap=s2(mean(kd) - mean(g)),
+                ci=interval((None, low, high)), holds=holds)
+
+
 # --- the sentences ------------------------------------------------------------
 # (page, sentence with {fields}, function of no argument giving the fields).
 # Each field is one printed figure or interval.
@@ -692,6 +707,8 @@ FIGURES = [
          scaled=s2(mean(r) * (GR_RESNET5 - GR_GRESNET5) / GR_RESNET5),
          out=f2(GR_RESNET5 - GR_GRESNET5 - welch_interval(r, g)[2])))(
         conv_errors("resnet"), conv_errors("gresnet"))),
+    ("README.md", "With GR's k decay the GResNet has {m} ± {sd}%: {gap} points against it "
+     "without, {ci}, {holds}", k_decay_gap_readme),
     ("README.md", "the plain net fails at depth ({p50}% and {p100}% error at d = 50 and 100; GR "
      "60.37% and 90.20%); mean k falls with depth ({k2} at d = 2 to {k100} at d = 100",
      lambda: dict(p50=f2(mnist("plain", 50)[0]), p100=f2(mnist("plain", 100)[0]),
