@@ -136,6 +136,23 @@ def pid_alive(pid):
     return True
 
 
+def _take_signal(signum, handler, takes):
+    """Set ``handler`` for ``signum`` if this is the main thread (the only
+    one that may set handlers) and ``takes(the current handler)``; returns
+    the handler it replaced (restore it afterwards), ``None`` if it left the
+    signal as it was (another thread, a handler not taken, no signals)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        previous = signal.getsignal(signum)
+        if not takes(previous):
+            return None
+        signal.signal(signum, handler)
+    except (ValueError, OSError, AttributeError):  # no signals here
+        return None
+    return previous
+
+
 class _Terminated(BaseException):
     """SIGTERM arrived while a temporary was open (raised so that ``finally``
     cleans up)."""
@@ -154,17 +171,10 @@ class on_sigterm_raise:
         self.fired = None
 
     def __enter__(self):
-        self.previous, self.fired = None, None
-        if threading.current_thread() is not threading.main_thread():
-            return self
-        try:
-            previous = signal.getsignal(signal.SIGTERM)
-            if previous is None or previous == signal.SIG_IGN:
-                return self  # set outside Python, or ignored: leave it
-            signal.signal(signal.SIGTERM, self._raise)
-        except (ValueError, OSError, AttributeError):  # no signals here
-            return self
-        self.previous = previous
+        self.fired = None
+        # set outside Python (None), or ignored: left as it is
+        self.previous = _take_signal(signal.SIGTERM, self._raise,
+                                     lambda now: now is not None and now != signal.SIG_IGN)
         return self
 
     def check(self):
@@ -209,16 +219,9 @@ class interrupt_kept:
         self.previous = None
 
     def __enter__(self):
-        self.fired, self.previous = False, None
-        if threading.current_thread() is not threading.main_thread():
-            return self
-        try:
-            if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-                return self
-            signal.signal(signal.SIGINT, self._raise)
-        except (ValueError, OSError, AttributeError):  # no signals here
-            return self
-        self.previous = signal.default_int_handler
+        self.fired = False
+        self.previous = _take_signal(signal.SIGINT, self._raise,
+                                     lambda now: now is signal.default_int_handler)
         return self
 
     def _raise(self, signum, frame):

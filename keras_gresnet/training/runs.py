@@ -308,16 +308,16 @@ def _nbytes(variable):
 class RaiseInterrupt(keras.callbacks.Callback):
     """Raises a Ctrl-C that ``interrupt`` (a :class:`~keras_gresnet.files.
     interrupt_kept`) saw but that never reached the run (C code swallowed
-    it) after the next batch or epoch: the run stops as a Ctrl-C stops it."""
+    it) after the next training batch or epoch: the run stops as a Ctrl-C
+    stops it. No test-batch hook: one would turn off Keras' asynchronous
+    dispatch of every callback's test-batch hooks during validation (where a
+    backend has it); a Ctrl-C swallowed there is raised at the epoch's end."""
 
     def __init__(self, interrupt):
         super().__init__()
         self.interrupt = interrupt
 
     def on_train_batch_end(self, batch, logs=None):
-        self.interrupt.check()
-
-    def on_test_batch_end(self, batch, logs=None):
         self.interrupt.check()
 
     def on_epoch_end(self, epoch, logs=None):
