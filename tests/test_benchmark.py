@@ -183,3 +183,48 @@ def test_benchmark_exits_non_zero_naming_the_cause_when_a_cell_errors(tmp_path):
     for cell in ("gresnet_mlp float32 infer", "matmul 256 float32 peak"):
         assert (f"pytorch {cell}: worker pytorch died: ImportError: "
                 "torch is not installed (test)") in proc.stderr
+
+
+def test_command_benchmark_crops_and_flips_each_picture_as_the_keras_pipeline():
+    """bench_cli's PyTorch loop does the Keras pipeline's work: a crop at each
+    picture's own offset and a flip of each picture, the same values."""
+    from bench_cli import crop_and_flip
+
+    from keras_gresnet.data.tfdata import crop_and_flip as keras_crop_and_flip
+
+    images = RNG.normal(size=(6, 32, 32, 3)).astype("float32")  # NHWC
+    offsets = np.array([[0, 0], [8, 8], [3, 5], [5, 3], [0, 8], [8, 0]])
+    flips = np.array([False, True, True, False, True, False])
+    expected = np.asarray(keras_crop_and_flip(images, offsets, flips, padding=4))
+    padded = torch.nn.functional.pad(torch.from_numpy(images.transpose(0, 3, 1, 2)), (4,) * 4)
+    got = crop_and_flip(padded, torch.from_numpy(offsets), torch.from_numpy(flips))
+    np.testing.assert_array_equal(got.numpy().transpose(0, 2, 3, 1), expected)
+
+
+@pytest.mark.integration
+def test_training_profile_sums_the_commands_ops_by_type(tmp_path):
+    """profile_train.py profiles an epoch of the command's training and
+    prints each op type's time per step; the convolutions' three kinds are
+    there, the shares add up to the whole, and the run it profiled is kept."""
+    keep = tmp_path / "kept"
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "profile_train.py"), "--n", "1", "--examples", "256",
+         "--top", "100", "--keep", str(keep)],
+        capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    rows = {line.split("|")[1].strip(): line.split("|")[2:4] for line in proc.stdout.splitlines()
+            if line.startswith("| ") and not line.startswith("| op type")}
+    assert {"_MklNativeConv2D", "_MklNativeConv2DBackpropFilter"} <= set(rows) or \
+        {"Conv2D", "Conv2DBackpropFilter"} <= set(rows)  # TensorFlow without oneDNN
+    assert all(float(ms) >= 0 for ms, _ in rows.values())
+    assert sum(float(ms) > 0 for ms, _ in rows.values()) >= 3
+    # each share printed to 0.1%: the rounding moves the sum by 0.05% a row at most
+    assert sum(float(share.strip(" %")) for _, share in rows.values()) == pytest.approx(
+        100, abs=0.05 * len(rows) + 1e-9)
+    assert "epoch 2 profiled (2 steps)" in proc.stdout
+    assert (keep / "run" / "results.json").exists() and list(keep.glob("profile/**/*.xplane.pb"))
+    refused = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "profile_train.py"), "--keep", str(keep)],
+        capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert refused.returncode == 2 and "exists" in refused.stderr

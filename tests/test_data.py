@@ -588,6 +588,23 @@ def test_train_epochs_are_a_function_of_seed_and_epoch():
             data.make_dataset(images, labels, epochs=bad)
 
 
+def test_tf_data_streams_run_without_the_autotuning_model():
+    """Every stream make_dataset builds (a process's share of it too) has
+    tf.data's autotuning model off: where Keras' fit drops the iterator of
+    a long stream, TensorFlow waits for the model thread's sleep of up to
+    60 s (tfdata.without_autotuning)."""
+    from keras_gresnet.data.tfdata import batch_share
+
+    images = np.zeros((40, 4, 4, 1), np.uint8)
+    labels = np.arange(40)
+    for options in (dict(shuffle=True, augment=True, padding=2, epochs=(0, 2)), dict()):
+        dataset = data.make_dataset(images, labels, batch_size=8, input_pipeline="tf_data",
+                                    **options)
+        assert dataset.options().autotune.enabled is False
+        assert batch_share(dataset, 0, 2).options().autotune.enabled is False
+    assert tf.data.Dataset.range(3).options().autotune.enabled is not False  # TF's default
+
+
 @pytest.mark.parametrize("options", [
     dict(shuffle=True, augment=True, padding=2, epochs=(1, 3)),
     dict(shuffle=True, augment=True, padding=4, drop_remainder=True, epochs=(0, 2)),

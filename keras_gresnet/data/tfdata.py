@@ -93,7 +93,7 @@ def make_dataset(images, labels, *, batch_size=128, preprocessing=None, shuffle=
     150 MB, 4x less than float32); this is the cache, so nothing is decoded
     twice. Each step takes a batch of example indices, gathers it, then
     normalises and augments it with one vectorized op over the batch, and
-    prefetches (AUTOTUNE).
+    prefetches (:func:`without_autotuning`: no autotuning model).
 
     Two kinds of stream:
 
@@ -176,7 +176,27 @@ def make_dataset(images, labels, *, batch_size=128, preprocessing=None, shuffle=
         steps if epochs is None else steps * (epochs[1] - epochs[0])))
     dataset = tf.data.Dataset.zip(batches, arrays)
     dataset = dataset.map(make_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    return dataset.prefetch(tf.data.AUTOTUNE)
+    return without_autotuning(dataset.prefetch(tf.data.AUTOTUNE))
+
+
+def without_autotuning(dataset):
+    """``dataset`` with tf.data's autotuning model off: its ``AUTOTUNE``
+    map runs on as many threads as the process has cores (at most 16) and
+    its prefetch buffer grows while the consumer waits, as they do before
+    the model's first pass.
+
+    Why: the model's thread (``Model::OptimizeLoop``) sleeps between passes
+    for a period that doubles up to 60 s, and where Keras' ``fit`` drops its
+    iterator, TensorFlow 2.21 waits for that sleep to end: 24 to 29 s at
+    the end of a 3-epoch ``keras-gresnet train gresnet_cifar`` of 6,400
+    pictures (``gdb``: the main thread in ``~RootDataset::Iterator``, the
+    model thread in ``OptimizeLoop``'s timed wait), 0 s with the model off
+    (docs/benchmarks.md, 2026-12-07). The batches are the same either way
+    (the map is deterministic), and the model tunes nothing that limits
+    these pipelines: one vectorized map per batch."""
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.with_options(options)
 
 
 def batch_share(dataset, index, count):

@@ -2,8 +2,8 @@
 train gresnet_cifar --n 5`` (its seeded pipeline with GR's augmentation, its
 callbacks, run folder and epoch backups) on synthetic CIFAR-10 files in the
 official format, and a plain PyTorch loop over the same examples: the twin
-of ``scripts/benchmarks/torch_reference.py``, the same augmentation (pad 4, random
-32x32 crop, horizontal flip) on tensors, SGD with Nesterov momentum, in
+of ``scripts/benchmarks/torch_reference.py``, the same augmentation (pad 4, a random
+32x32 crop and a horizontal flip of each picture) on tensors, SGD with Nesterov momentum, in
 channels_last and NCHW (the faster counts), float32 and bfloat16 autocast.
 
     python scripts/benchmarks/bench_cli.py --backends torch,tensorflow \\
@@ -100,11 +100,9 @@ def pytorch_worker(args):
         for i in range(0, len(order), 128):
             index = order[i:i + 128]
             xb, yb = x_all[index], y_all[index]
-            padded = F.pad(xb, (4, 4, 4, 4))  # GR's augmentation, per example
-            dy, dx = rng.integers(0, 9, size=2)
-            xb = padded[:, :, dy:dy + 32, dx:dx + 32]
-            flip = torch.from_numpy(rng.random(len(index)) < 0.5)
-            xb = torch.where(flip[:, None, None, None], xb.flip(3), xb)
+            offsets = torch.from_numpy(rng.integers(0, 9, size=(len(index), 2)))
+            flips = torch.from_numpy(rng.random(len(index)) < 0.5)
+            xb = crop_and_flip(F.pad(xb, (4, 4, 4, 4)), offsets, flips)  # GR's augmentation
             if channels_last:
                 xb = xb.contiguous(memory_format=torch.channels_last)
             opt.zero_grad(set_to_none=True)
@@ -119,6 +117,21 @@ def pytorch_worker(args):
         with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=mixed):
             net(x_test).float().softmax(1)
     print(json.dumps(dict(seconds=seconds, wall=time.perf_counter() - start)))
+
+
+def crop_and_flip(padded, offsets, flips, size=32):
+    """Each picture of a padded NCHW batch cropped back to ``size`` at its own
+    offset (``offsets``: ``(N, 2)`` rows and columns) and mirrored left-right
+    where ``flips``, as the Keras pipeline does
+    (``keras_gresnet.data.tfdata.crop_and_flip``): one gather over the batch."""
+    import torch
+
+    n, c = padded.shape[:2]
+    span = torch.arange(size)
+    rows = offsets[:, :1] + span
+    columns = offsets[:, 1:] + torch.where(flips[:, None], span.flip(0), span)
+    return padded[torch.arange(n)[:, None, None, None], torch.arange(c)[None, :, None, None],
+                  rows[:, None, :, None], columns[:, None, None, :]]
 
 
 def pytorch_run(layout, precision, data_dir, examples, epochs, threads):
