@@ -12,9 +12,13 @@ BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
 def _cpuinfo(path="/proc/cpuinfo"):
-    """``(model name, set of flags)`` from ``path``; ``("", set())`` where
-    it cannot be read."""
-    model, flags = "", set()
+    """``(model name, set of flags, id)`` from ``path``; ``("", set(),
+    None)`` where it cannot be read. ``id``: ``"VENDOR family F model M"``
+    (x86's ``vendor_id``, ``cpu family`` and ``model``; ``None`` where they
+    are not given): the generation, where a model name alone does not say
+    it (a VM's "AMD EPYC" is family 25 on Zen 4 and 26 on Zen 5, whose
+    AVX-512 units are twice as wide)."""
+    model, flags, fields = "", set(), {}
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             for line in f:
@@ -24,9 +28,13 @@ def _cpuinfo(path="/proc/cpuinfo"):
                     model = value.strip()
                 elif key in ("flags", "Features") and not flags:
                     flags = set(value.split())
+                elif key in ("vendor_id", "cpu family", "model"):
+                    fields.setdefault(key, value.strip())
     except OSError:
         pass
-    return model, flags
+    ident = (f"{fields.get('vendor_id', '?')} family {fields['cpu family']} model "
+             f"{fields.get('model', '?')}" if "cpu family" in fields else None)
+    return model, flags, ident
 
 
 def cores():
@@ -37,12 +45,13 @@ def cores():
 
 
 def cpu_info(path="/proc/cpuinfo"):
-    """``{"model", "machine", "cores", "bf16"}``: the CPU's model name
+    """``{"model", "id", "machine", "cores", "bf16"}``: the CPU's model name
     (``platform.processor()`` where ``/proc/cpuinfo`` does not exist), its
-    architecture, this process's cores, and whether it has bfloat16 units
-    (``None`` where its flags cannot be read)."""
-    model, flags = _cpuinfo(path)
-    return dict(model=model or platform.processor() or "unknown",
+    vendor, family and model numbers (:func:`_cpuinfo`; ``None`` off x86
+    Linux), its architecture, this process's cores, and whether it has
+    bfloat16 units (``None`` where its flags cannot be read)."""
+    model, flags, ident = _cpuinfo(path)
+    return dict(model=model or platform.processor() or "unknown", id=ident,
                 machine=platform.machine(), cores=cores(),
                 bf16=any(flag in flags for flag in BF16_FLAGS) if flags else None)
 

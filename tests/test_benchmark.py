@@ -6,6 +6,7 @@ end and prints ratios (a smoke run: no speed is asserted)."""
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -199,6 +200,64 @@ def test_command_benchmark_crops_and_flips_each_picture_as_the_keras_pipeline():
     padded = torch.nn.functional.pad(torch.from_numpy(images.transpose(0, 3, 1, 2)), (4,) * 4)
     got = crop_and_flip(padded, torch.from_numpy(offsets), torch.from_numpy(flips))
     np.testing.assert_array_equal(got.numpy().transpose(0, 2, 3, 1), expected)
+
+
+def test_command_benchmark_runs_a_baseline_checkout_first_on_the_path(tmp_path, monkeypatch):
+    """``--baseline DIR``: a Keras setup run from another checkout has that
+    checkout's folder first on PYTHONPATH (so its keras_gresnet is imported),
+    the others the environment's own; a folder without the package is
+    refused before anything runs."""
+    import bench_cli
+
+    seen = []
+
+    def fake_run(command, env, **kwargs):
+        seen.append(env.get("PYTHONPATH"))
+        out = Path(command[command.index("--out") + 1])
+        out.mkdir(parents=True)
+        (out / "history.csv").write_text("epoch,seconds\n1,2.0\n2,1.0\n")
+        (out / "results.json").write_text(json.dumps({"test_error_percent": 90.0}))
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(bench_cli.subprocess, "run", fake_run)
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    old = tmp_path / "old"
+    assert bench_cli.keras_run("tensorflow", "float32", tmp_path, 8, 2, tmp_path / "a",
+                               source=old) == ([2.0, 1.0], pytest.approx(0, abs=5), 90.0)
+    bench_cli.keras_run("tensorflow", "float32", tmp_path, 8, 2, tmp_path / "b")
+    assert seen == [f"{old}{os.pathsep}/elsewhere", "/elsewhere"]
+    with pytest.raises(SystemExit) as exit_:
+        bench_cli.main(["--baseline", str(old), "--layouts", ""])
+    assert exit_.value.code == 2
+
+
+@pytest.mark.integration
+def test_shortcut_benchmark_times_both_forms_in_turn():
+    """bench_shortcut.py trains a tiny gresnet_cifar with each form of the
+    shortcut's subsampling, alternating, and prints both medians and the
+    ratio (a smoke run: no speed is asserted)."""
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "bench_shortcut.py"), "--n", "1", "--steps", "4",
+         "--batch-size", "8"],
+        capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert re.search(r"4 pairs: now [\d.]+ ms, earlier [\d.]+ ms; earlier / now per pair: "
+                     r"median [\d.]+ \(quartiles [\d.]+, [\d.]+\)", proc.stdout), proc.stdout
+
+
+@pytest.mark.integration
+def test_torch_profile_lists_the_twins_convolutions():
+    """profile_torch.py times the twin's step and lists aten ops per step,
+    the convolution's forward and backward among them (a smoke run)."""
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "profile_torch.py"), "--steps", "2", "--top", "40"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert re.search(r"step [\d.]+ ms \(median of 2", proc.stdout), proc.stdout
+    ops_listed = {line.split(" | ")[0].lstrip("| ") for line in proc.stdout.splitlines()
+                  if line.startswith("| aten::")}
+    assert {"aten::convolution_backward", "aten::mkldnn_convolution"} <= ops_listed, proc.stdout
 
 
 @pytest.mark.integration

@@ -5,6 +5,8 @@ from keras_gresnet._cpu import cpu_info
 
 AMD = """processor\t: 0
 vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model\t\t: 17
 model name\t: AMD EPYC 9R14
 flags\t\t: fpu avx2 avx512f avx512_bf16 avx512_vnni
 processor\t: 1
@@ -19,19 +21,24 @@ AMX = "model name\t: Intel Xeon Platinum 8488C\nflags\t\t: avx512f amx_tile amx_
 
 
 def test_model_name_and_bf16_units_from_cpuinfo(tmp_path):
-    for text, model, bf16 in ((AMD, "AMD EPYC 9R14", True),
-                              (AVX2, "Intel(R) Xeon(R) CPU E5-2686 v4 @ 2.30GHz", False),
-                              (AMX, "Intel Xeon Platinum 8488C", True)):
+    """The model name, the bf16 units, and the generation where the file
+    gives it (the first processor's family and model numbers, not the
+    model name's "model" or a later processor's)."""
+    for text, model, bf16, ident in (
+            (AMD, "AMD EPYC 9R14", True, "AuthenticAMD family 25 model 17"),
+            (AVX2, "Intel(R) Xeon(R) CPU E5-2686 v4 @ 2.30GHz", False, None),
+            (AMX.replace("model name", "cpu family\t: 6\nmodel name"), "Intel Xeon Platinum 8488C",
+             True, "? family 6 model ?")):
         path = tmp_path / "cpuinfo"
         path.write_text(text)
         info = cpu_info(str(path))
-        assert info["model"] == model and info["bf16"] is bf16
+        assert info["model"] == model and info["bf16"] is bf16 and info["id"] == ident
         assert info["cores"] >= 1 and info["machine"]
 
 
 def test_unreadable_cpuinfo_says_unknown_not_false(tmp_path):
     info = cpu_info(str(tmp_path / "missing"))
-    assert info["bf16"] is None and info["model"]
+    assert info["bf16"] is None and info["model"] and info["id"] is None
 
 
 def test_precision_note_says_when_a_mixed_policy_is_slower_here():

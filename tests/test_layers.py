@@ -429,6 +429,66 @@ def test_zero_pad_shortcut_subsamples_exactly_in_a_model(size, stride):
         np.testing.assert_array_equal(out[..., 3:], 0)
 
 
+@pytest.mark.parametrize("training", [True, False])
+def test_zero_pad_shortcut_values_and_gradient_in_both_modes(training):
+    """Training (a slice) and inference (an index) give ``x[:, ::2, ::2]``
+    padded, and the gradient reaching x is ``dy``'s first channels at the
+    kept positions and 0 elsewhere, exactly, on every path (a size the
+    stride divides and one it does not)."""
+    for size in ((8, 6), (7, 6)):
+        x = keras.ops.convert_to_tensor(RNG.normal(size=(2, *size, 3)).astype("float32"))
+        dy = RNG.normal(size=(2, -(-size[0] // 2), 3, 5)).astype("float32")
+        layer = ZeroPadShortcut(5, 2)
+        out = keras.ops.convert_to_numpy(layer(x, training=training))
+        np.testing.assert_array_equal(out[..., :3], keras.ops.convert_to_numpy(x)[:, ::2, ::2])
+        np.testing.assert_array_equal(out[..., 3:], 0)
+        grad = _input_gradient(lambda v: layer(v, training=training), x, dy)
+        expect = np.zeros((2, *size, 3), "float32")
+        expect[:, ::2, ::2] = dy[..., :3]
+        np.testing.assert_array_equal(grad, expect)
+
+
+def _input_gradient(fn, x, dy):
+    """d(sum(fn(x) * dy)) / dx on the current backend."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(fn(x) * dy)
+        return tape.gradient(loss, x).numpy()
+    if backend == "jax":
+        import jax
+        return np.asarray(jax.grad(lambda v: (fn(v) * dy).sum())(x))
+    import torch
+    v = x.detach().clone().requires_grad_(True)
+    (fn(v) * torch.as_tensor(dy)).sum().backward()
+    return v.grad.numpy()
+
+
+@pytest.mark.tensorflow_only
+def test_zero_pad_shortcut_gradient_runs_no_strided_slice_grad():
+    """TensorFlow's CPU ``StridedSliceGrad`` walks element by element even
+    for a unit-stride slice (6 to 11 ms of a gresnet_cifar step,
+    docs/benchmarks.md); where the stride divides the size, the shortcut's
+    gradient in training is a ``Pad`` instead."""
+    import tensorflow as tf
+
+    layer = ZeroPadShortcut(32, 2)
+    dy = tf.ones((1, 16, 16, 32))
+
+    @tf.function
+    def gradient(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(layer(x, training=True) * dy)
+        return tape.gradient(loss, x)
+
+    spec = tf.TensorSpec((None, 32, 32, 16))
+    ops_run = {op.type for op in gradient.get_concrete_function(spec).graph.get_operations()}
+    assert "StridedSliceGrad" not in ops_run and "Pad" in ops_run
+
+
 def test_scaling_shortcut_scales_both_branches():
     x = RNG.normal(size=(3, 6, 6, 4)).astype("float32")
     scaled = _unit_model("scaling", shortcut_scale=0.5, residual_scale=0.5)

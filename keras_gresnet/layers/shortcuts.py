@@ -8,18 +8,27 @@ from keras import ops
 PACKAGE = "keras_gresnet"
 
 
-def _subsample_nhwc(x, s):
+def _subsample_nhwc(x, s, training=False):
     """``x[:, ::s, ::s, :]``, the same values. Where ``s`` divides the height
     and width, as a reshape to ``(N, H/s, s, W/s, s*C)`` and a unit-stride
-    slice of it: TensorFlow's CPU ``StridedSlice`` and its gradient walk
-    element by element and took 5x the time of this slice, forward and
-    backward (docs/benchmarks.md, 2026-12-05: gresnet_cifar(n=5) inference
-    +10% in float32, +8% in bfloat16). Other sizes keep the strided slice."""
+    part of it: TensorFlow's CPU ``StridedSlice`` walks element by element
+    and took 5x the time of this slice forward (docs/benchmarks.md,
+    2026-12-05: gresnet_cifar(n=5) inference +10% in float32, +8% in
+    bfloat16). Its gradient, ``StridedSliceGrad``, walks element by element
+    even for the unit-stride ``blocks[:, :, 0, :, :c]``, so in training the
+    part is an ``ops.slice``, whose gradient is one ``Pad`` (2026-12-07: 3.3
+    against 0.4 ms forward and backward at 128x32x32x16, 6 to 11 ms of a
+    gresnet_cifar step). Inference keeps the index: it needs no batch size,
+    and it is what the exports hold (the ops ``artefact_checks`` allows).
+    Other sizes keep the strided slice."""
     _, h, w, c = x.shape
     if h is None or w is None or c is None or h % s or w % s:
         return x[:, ::s, ::s, :]
     blocks = ops.reshape(x, (-1, h // s, s, w // s, s * c))
-    return blocks[:, :, 0, :, :c]
+    if not training:
+        return blocks[:, :, 0, :, :c]
+    kept = ops.slice(blocks, (0, 0, 0, 0, 0), (ops.shape(x)[0], h // s, 1, w // s, c))
+    return ops.reshape(kept, (-1, h // s, w // s, c))
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
@@ -52,11 +61,11 @@ class ZeroPadShortcut(keras.layers.Layer):
                 f"ZeroPadShortcut pads channels: filters={self.filters} is fewer than the "
                 f"input's {input_shape[self._axis]}")
 
-    def call(self, x):
+    def call(self, x, training=None):
         s = self.stride
         first = self.data_format == "channels_first"
         if s > 1:
-            x = x[:, :, ::s, ::s] if first else _subsample_nhwc(x, s)
+            x = x[:, :, ::s, ::s] if first else _subsample_nhwc(x, s, bool(training))
         extra = self.filters - x.shape[self._axis]
         if not extra:
             return x

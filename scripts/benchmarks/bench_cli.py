@@ -18,7 +18,11 @@ same). Also printed: each command's whole wall time and test error.
 
 A Keras setup may name its input pipeline, ``BACKEND:PIPELINE`` (``jax:device``
 against ``jax:numpy``: the same batches, data on the device or sent from the
-host); ``--layouts ""`` leaves PyTorch out.
+host); ``--layouts ""`` leaves PyTorch out. ``--baseline DIR`` adds every
+Keras setup run again from another checkout of this package (e.g. ``git
+worktree add /tmp/old HEAD~1``; its ``keras_gresnet`` is put first on
+``PYTHONPATH``), in the same rounds: code before and after a change, side by
+side, the same data and seeds.
 """
 
 import argparse
@@ -35,7 +39,8 @@ HERE = Path(__file__).resolve().parent
 TEST_EXAMPLES = 256
 
 
-def keras_run(backend, precision, data_dir, examples, epochs, out, pipeline=None):
+def keras_run(backend, precision, data_dir, examples, epochs, out, pipeline=None,
+              source=None):
     command = [sys.executable, "-m", "keras_gresnet.cli", "train", "gresnet_cifar", "--n", "5",
                "--dataset", "cifar10", "--data-dir", str(data_dir), "--epochs", str(epochs),
                "--max-train-examples", str(examples),
@@ -45,6 +50,9 @@ def keras_run(backend, precision, data_dir, examples, epochs, out, pipeline=None
     if pipeline:
         command += ["--input-pipeline", pipeline]
     env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
+    if source:  # another checkout's keras_gresnet before the installed one
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(source)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
     start = time.perf_counter()
     result = subprocess.run(command, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start
@@ -158,6 +166,9 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=0, help="PyTorch's (default: the cores)")
     parser.add_argument("--layouts", default="channels_last,nchw",
                         help="PyTorch's memory formats ('' for no PyTorch run)")
+    parser.add_argument("--baseline", type=Path,
+                        help="another checkout of keras-gresnet: every Keras setup runs from it "
+                             "too, as 'keras-baseline BACKEND'")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--layout", default="channels_last", help=argparse.SUPPRESS)
     parser.add_argument("--precision", default="float32", help=argparse.SUPPRESS)
@@ -167,13 +178,17 @@ def main(argv=None):
         return pytorch_worker(args)
     if args.epochs < 2:
         parser.error("--epochs must be at least 2 (the first epoch is not timed)")
+    if args.baseline and not (args.baseline / "keras_gresnet" / "__init__.py").is_file():
+        parser.error(f"--baseline {args.baseline}: no keras_gresnet/__init__.py there "
+                     "(a checkout of this repository is expected)")
     from keras_gresnet.data.synthetic import write_synthetic
 
     work = Path(tempfile.mkdtemp(prefix="bench_cli-"))
     data_dir = work / "cifar10"
     write_synthetic("cifar10", data_dir, args.examples, TEST_EXAMPLES)
-    setups = [(f"keras {b}", p) for b in args.backends.split(",") for p in
-              args.precisions.split(",")]
+    kinds = ["keras"] + (["keras-baseline"] if args.baseline else [])
+    setups = [(f"{kind} {b}", p) for b in args.backends.split(",") for p in
+              args.precisions.split(",") for kind in kinds]
     layouts = [layout for layout in args.layouts.split(",") if layout]
     setups += [(f"pytorch {layout}", p) for layout in layouts
                for p in args.precisions.split(",")]
@@ -182,11 +197,12 @@ def main(argv=None):
         for name, precision in setups:
             kind, what = name.split(" ")
             error = None
-            if kind == "keras":
+            if kind.startswith("keras"):
                 backend, _, pipeline = what.partition(":")
-                out = work / f"run-{what.replace(':', '-')}-{precision}-{round_}"
-                seconds, wall, error = keras_run(backend, precision, data_dir, args.examples,
-                                                 args.epochs, out, pipeline)
+                out = work / f"run-{kind}-{what.replace(':', '-')}-{precision}-{round_}"
+                seconds, wall, error = keras_run(
+                    backend, precision, data_dir, args.examples, args.epochs, out, pipeline,
+                    source=args.baseline if kind == "keras-baseline" else None)
             else:
                 seconds, wall = pytorch_run("channels_last" if what == "channels_last"
                                             else "nchw", precision, data_dir, args.examples,
@@ -200,7 +216,8 @@ def main(argv=None):
     finished = sorted(work.glob("run-*/results.json"))
     cpu = json.loads(finished[0].read_text())["machine"] if finished else dict(
         model="?", cores=os.cpu_count(), bf16="?")
-    print(f"\nCPU: {cpu['model']}, {cpu['cores']} cores, bf16 units: {cpu['bf16']}; "
+    print(f"\nCPU: {cpu['model']} ({cpu.get('id') or 'family unknown'}), {cpu['cores']} cores, "
+          f"bf16 units: {cpu['bf16']}; "
           f"{args.examples} examples x {args.epochs} epochs, medians of {args.rounds} rounds\n")
     print("| setup | precision | img/s | / PyTorch | command s | test error % |")
     print("|---|---|---:|---:|---:|---:|")

@@ -125,6 +125,9 @@ VARIANTS = {
     # ZeroPadShortcut's subsampling back to a strided slice (before
     # 2026-12-05; TensorFlow's StridedSlice is slow on a CPU)
     "tf-strided": dict(runner="keras", backend="tensorflow", revert=("shortcut",)),
+    # its unit-stride slice as an index again (2026-12-05 to 12-07), whose
+    # gradient is TensorFlow's slow StridedSliceGrad
+    "tf-shrink": dict(runner="keras", backend="tensorflow", revert=("shortcut-index",)),
     # oneDNN primitives cached for the backward ops too (TensorFlow's
     # default recreates them at every call to save memory)
     "tf-cache": dict(runner="keras", backend="tensorflow",
@@ -146,6 +149,10 @@ VARIANTS = {
                             fold=False),
     "tf-1thread": dict(runner="keras", backend="tensorflow",
                        env={"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"}),
+    # ops one after the other, each with every core (TensorFlow's default
+    # runs independent ops side by side, each asking the same intra-op pool)
+    "tf-interop1": dict(runner="keras", backend="tensorflow",
+                        env={"TF_NUM_INTEROP_THREADS": "1"}),
     # ablations (where the time goes; not the zoo's nets): every BatchNorm an
     # identity, or every gate a plain addition
     "tf-no-bn": dict(runner="keras", backend="tensorflow", ablate="bn"),
@@ -171,20 +178,18 @@ CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_b
 
 
 def cpu():
-    """``{"model", "flags"}`` of this machine's CPU (``/proc/cpuinfo``): its
-    model name and which of :data:`CPU_FLAGS` it has."""
-    model, flags = "unknown", set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "model name" and model == "unknown":
-                    model = value.strip()
-                elif key.strip() == "flags" and not flags:
-                    flags = set(value.split())
-    except OSError:
-        pass
-    return dict(model=model, flags=[f for f in CPU_FLAGS if f in flags])
+    """``{"model", "id", "flags"}`` of this machine's CPU (``/proc/cpuinfo``):
+    its model name, vendor, family and model numbers, and which of
+    :data:`CPU_FLAGS` it has; read by the package's ``_cpu.py``, loaded
+    alone (this parent process imports no Keras)."""
+    import importlib.util
+
+    path = os.path.join(HERE, "..", "..", "keras_gresnet", "_cpu.py")
+    spec = importlib.util.spec_from_file_location("_bench_cpu", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model, flags, ident = module._cpuinfo()
+    return dict(model=model or "unknown", id=ident, flags=[f for f in CPU_FLAGS if f in flags])
 
 
 def random_batches(shape, batch, count, seed=0):
@@ -345,7 +350,15 @@ def keras_worker(setup, quick):
     if "shortcut" in setup.get("revert", ()):
         from keras_gresnet.layers import shortcuts
 
-        shortcuts._subsample_nhwc = lambda x, s: x[:, ::s, ::s, :]
+        shortcuts._subsample_nhwc = lambda x, s, training=False: x[:, ::s, ::s, :]
+    if "shortcut-index" in setup.get("revert", ()):
+        from keras_gresnet.layers import shortcuts
+
+        def indexed(x, s, training=False):
+            _, h, w, c = x.shape
+            return keras.ops.reshape(x, (-1, h // s, s, w // s, s * c))[:, :, 0, :, :c]
+
+        shortcuts._subsample_nhwc = indexed
     options = {**compile_options(), **setup.get("compile", {})}
     cache = {}
 
@@ -660,7 +673,8 @@ def run(args):
     jobs = jobs_of(args)
     machine = cpu()
     print(f"{len(setups)} setups x {len(jobs)} jobs x {args.rounds} rounds; "
-          f"{cores()} cores; load {os.getloadavg()[0]:.2f}; CPU {machine['model']}, "
+          f"{cores()} cores; load {os.getloadavg()[0]:.2f}; CPU {machine['model']} "
+          f"({machine['id'] or 'family unknown'}), "
           f"flags {' '.join(machine['flags']) or 'none of ' + ' '.join(CPU_FLAGS)}", flush=True)
     workers = {}
     for s in setups:
