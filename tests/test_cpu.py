@@ -22,8 +22,7 @@ AMX = "model name\t: Intel Xeon Platinum 8488C\nflags\t\t: avx512f amx_tile amx_
 
 def test_model_name_and_bf16_units_from_cpuinfo(tmp_path):
     """The model name, the bf16 units, and the generation where the file
-    gives it (the first processor's family and model numbers, not the
-    model name's "model" or a later processor's)."""
+    gives it (the family and model numbers, not the "model name")."""
     for text, model, bf16, ident in (
             (AMD, "AMD EPYC 9R14", True, "AuthenticAMD family 25 model 17"),
             (AVX2, "Intel(R) Xeon(R) CPU E5-2686 v4 @ 2.30GHz", False, None),
