@@ -20,6 +20,14 @@ from keras_gresnet.limits import MAX_CONTRACT_BYTES, MAX_LITERT_BYTES, MAX_ONNX_
 FORMATS = ("tf_saved_model", "onnx", "litert")
 # What each format is: a folder, or a file with this suffix.
 SUFFIXES = {"tf_saved_model": "", "onnx": ".onnx", "litert": ".tflite"}
+# The compute dtypes each format's ops take (None: any Keras computes in):
+# ONNX's Conv, Gemm and BatchNormalization have no bfloat16 (onnxruntime
+# refuses the graph: INVALID_GRAPH), LiteRT's builtin ops no bfloat16 or
+# float16 (the converter falls back to TensorFlow's Flex ops, which no
+# export of this package holds). A model computing in another dtype is
+# exported computing in float32 (:func:`keras_gresnet.export.export`).
+COMPUTE_DTYPES = {"tf_saved_model": None, "onnx": ("float16", "float32", "float64"),
+                  "litert": ("float32",)}
 
 
 class ToolchainNotInstalled(ImportError, ValueError):
@@ -161,6 +169,7 @@ CONTRACT_TYPES = {
     "class_names": (lambda v: isinstance(v, list) and all(isinstance(c, str) for c in v),
                     "a list of strings"),
     "input_dtype": (lambda v: v in INPUT_DTYPES, "one of " + ", ".join(INPUT_DTYPES)),
+    "dtype_policy": (lambda v: isinstance(v, str), "a string"),
     "preprocessing": (lambda v: isinstance(v, dict) and isinstance(v.get("method"), str) and all(
         v.get(key) is None or (isinstance(v[key], list) and all(
             isinstance(x, (int, float)) and not isinstance(x, bool) for x in v[key]))

@@ -30,7 +30,7 @@ from keras_gresnet.artefact_checks import (  # noqa: F401 (re-exported)
 )
 from keras_gresnet.artefact_runtime import RUNTIMES, load_exported  # noqa: F401 (re-exported)
 from keras_gresnet.artefacts import (  # noqa: F401 (the public names re-exported)
-    CONTRACT_FILE, CONTRACT_TYPES, FORMATS, LITERT_METADATA, SUFFIXES, ArtefactRefused,
+    COMPUTE_DTYPES, CONTRACT_FILE, CONTRACT_TYPES, FORMATS, LITERT_METADATA, SUFFIXES, ArtefactRefused,
     ToolchainNotInstalled, _accepted, _require, is_artefact, read_contract,
 )
 from keras_gresnet.files import on_sigterm_raise, pid_alive
@@ -135,6 +135,12 @@ def export(model, out, format="tf_saved_model", *, include_preprocessing=True,
         fold_batchnorm: fold each BatchNorm that follows a conv or dense
             layer into it (:func:`keras_gresnet.zoo.inference_model`;
             default); ``False``: the graph as trained.
+
+    A model computing in a dtype the format's ops do not take
+    (:data:`COMPUTE_DTYPES`: bfloat16 in ONNX, bfloat16 and float16 in
+    LiteRT) is exported computing in float32 (its weights the same numbers:
+    a mixed-precision net's variables are float32); the contract's
+    ``dtype_policy`` says what the artefact computes in.
         **kwargs: passed to ``model.export`` (``input_signature``,
             ``opset_version``, LiteRT converter options...).
     """
@@ -150,7 +156,8 @@ def export(model, out, format="tf_saved_model", *, include_preprocessing=True,
     out = check_out(out, format)
     resolved = zoo.resolve(model)
     model = zoo.raw_pixels_model(resolved) if include_preprocessing else resolved.model
-    model = zoo.inference_model(model, fold_batchnorm=fold_batchnorm)
+    model = zoo.inference_model(model, fold_batchnorm=fold_batchnorm,
+                                dtype_policy=format_dtype_policy(model, format))
     contract = artefact_contract(resolved, model)
     kwargs.setdefault("verbose", False)
     if "input_signature" not in kwargs and len(getattr(model, "inputs", None) or ()) == 1:
@@ -181,6 +188,28 @@ def export(model, out, format="tf_saved_model", *, include_preprocessing=True,
     return out
 
 
+def format_dtype_policy(model, format):
+    """``"float32"`` where a layer of ``model`` computes in a dtype that
+    ``format``'s ops do not take (:data:`COMPUTE_DTYPES`), else ``None``
+    (each layer as it is)."""
+    takes = COMPUTE_DTYPES[format]
+    if takes is None or all(layer.dtype_policy.compute_dtype in takes
+                            for layer in model.layers):
+        return None
+    return "float32"
+
+
+def _dtype_policy(model):
+    """The dtype policy most of ``model``'s layers with weights compute
+    under (``"mixed_bfloat16"`` for a net whose classifier alone is
+    float32), the model's own where none has weights."""
+    import collections
+
+    names = collections.Counter(layer.dtype_policy.name for layer in model.layers
+                                if layer.weights)
+    return names.most_common(1)[0][0] if names else model.dtype_policy.name
+
+
 def _disk_error(error, tmp, out):
     """The ``OSError`` naming ``out`` that a full disk (or a file-size limit)
     met while the artefact was written in ``tmp`` should be, or None for any
@@ -201,8 +230,9 @@ def artefact_contract(resolved, model):
     gives, as plain JSON-ready values: its pixels (``"raw 0-255"`` or
     ``"normalised"``), input layout, shape and dtype (``input_dtype``: what
     its runtime is fed; :func:`load_exported` casts raw uint8 pixels to it),
-    the preprocessing, class names, source, dataset, licence and this
-    package's version."""
+    the dtype policy it computes under (``dtype_policy``), the
+    preprocessing, class names, source, dataset, licence and this package's
+    version."""
     import keras
 
     from keras_gresnet._version import __version__
@@ -216,6 +246,7 @@ def artefact_contract(resolved, model):
     return {key: value for key, value in dict(
         pixels="raw 0-255" if takes_raw_pixels(model) else "normalised",
         input_layout=layout, input_shape=shape, input_dtype=dtype,
+        dtype_policy=_dtype_policy(model),
         preprocessing=card.get("preprocessing"), class_names=card.get("class_names"),
         source=card.get("source") or resolved.source, dataset=card.get("dataset"),
         license=card.get("license"), keras_gresnet_version=__version__,

@@ -107,6 +107,7 @@ def test_quick_benchmark_prints_ratios_to_pytorch_and_the_pruned_net(tmp_path):
     # the exported artefact (onnxruntime) computes the Keras model: float32
     # sums in other orders, ~1e-6 relative per layer
     assert all(float(r["options"]["difference"]) < 1e-4 for r in rows if r["setup"] == "onnx")
+    assert all(r["options"]["dtype_policy"] == "float32" for r in rows if r["setup"] == "onnx")
     # the machine's own limit: a float32 matmul per library (TF, PyTorch) and round
     peaks = [r for r in every if r["mode"] == "peak"]
     assert {(r["setup"], r["precision"]) for r in peaks} == {("tf", "float32"),

@@ -314,6 +314,49 @@ def test_every_artefact_takes_raw_pixels_and_says_so(format, tmp_path):
     assert contract["input_shape"] == [16, 16, 3] and contract["class_names"][3] == "3"
 
 
+@pytest.mark.parametrize("dtype_policy", ["mixed_bfloat16", "mixed_float16"])
+@pytest.mark.parametrize("format", export.FORMATS)
+def test_a_mixed_precision_net_exports_what_its_runtime_runs(format, dtype_policy, tmp_path):
+    """ONNX has no bfloat16 convolution and LiteRT's builtin ops neither
+    bfloat16 nor float16: such an artefact computes in float32 (the float32
+    net's outputs, its weights being the same numbers), any other in the
+    net's own policy; the contract says which, and its runtime runs it."""
+    model, x = gated_cifar()
+    ref = keras.ops.convert_to_numpy(model(x, training=False))
+    keras.config.set_dtype_policy(dtype_policy)
+    try:
+        low, _ = gated_cifar()
+    finally:
+        keras.config.set_dtype_policy("float32")
+    low.set_weights(model.get_weights())
+    low_ref = keras.ops.convert_to_numpy(low(x, training=False)).astype(np.float32)
+    scale = np.abs(ref).max()
+    # 16-bit arithmetic keeps 8 (bfloat16) or 11 (float16) significant bits, 2**-12
+    # relative a rounding at best: ~2e-4 at these outputs' scale (~1), ~10 roundings in
+    # sequence, 30 outputs: off by more than the float32 check's 1e-4 below, which can tell
+    assert np.abs(low_ref - ref).max() > 1e-4
+    out = tmp_path / f"m{SUFFIX[format]}"
+    backends = CONVERTERS[format]
+    if BACKEND not in backends or not all(map(_installed, backends[BACKEND])):
+        with pytest.raises(ValueError, match=f"'{format}'|pip install"):  # refused, one line
+            export.export(low, out, format=format, include_preprocessing=False)
+        assert not list(tmp_path.iterdir())
+        return
+    export.export(low, out, format=format, include_preprocessing=False)
+    contract = export.read_contract(out)
+    y = export.load_exported(out)(x)
+    takes = export.COMPUTE_DTYPES[format]
+    if takes is None or keras.dtype_policies.get(dtype_policy).compute_dtype in takes:
+        assert contract["dtype_policy"] == dtype_policy
+        # 16-bit arithmetic in another runtime's order: within the net's own rounding
+        # (~10 roundings of 2**-9 relative in sequence for bfloat16: a few % of the scale)
+        assert np.abs(y - ref).max() < 0.05 * scale
+    else:
+        assert contract["dtype_policy"] == "float32"
+        np.testing.assert_allclose(y, ref, atol=1e-4)  # float32 in another runtime's order
+        assert not list(tmp_path.glob(".*"))  # no temporary left
+
+
 def _flatbuffer_model(entries):
     """A LiteRT ``Model`` flatbuffer with only its ``buffers`` (field 4) and
     ``metadata`` (field 6): ``entries`` ``{name: bytes}``, buffer 0 empty as

@@ -133,6 +133,36 @@ def test_folded_bfloat16_net_is_as_close_to_float32_as_the_trained_one(dtype_pol
     assert unfolded_error < 0.05 and folded_error < 0.05, (unfolded_error, folded_error)
 
 
+@pytest.mark.parametrize("fold_batchnorm", [True, False])
+def test_a_mixed_bfloat16_net_recast_to_float32_computes_the_float32_function(fold_batchnorm):
+    """``dtype_policy="float32"`` (what the ONNX and LiteRT exports of a
+    bfloat16 net run): every layer computes in float32 with the same weights
+    (a mixed-precision net's variables are float32), so the outputs are the
+    float32 net's, not the bfloat16 net's; the source is left alone."""
+    model = build("gresnet_cifar")
+    x = images(model)
+    ref = outputs(model, x)
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        low = build("gresnet_cifar")
+    finally:
+        keras.config.set_dtype_policy("float32")
+    low.set_weights(model.get_weights())
+    low_out = outputs(low, x).astype(np.float32)
+    recast = zoo.inference_model(low, fold_batchnorm=fold_batchnorm, dtype_policy="float32")
+    assert {layer.dtype_policy.name for layer in recast.layers} == {"float32"}
+    assert len(batchnorms(recast)) == (3 if fold_batchnorm else 7)
+    assert low.get_layer("conv2_block1_1_conv").dtype_policy.name == "mixed_bfloat16"
+    scale = np.abs(ref).max()
+    # float32 in another order (folded in float64): ~1e-7 relative a layer
+    np.testing.assert_allclose(outputs(recast, x), ref, rtol=1e-5, atol=1e-5 * scale)
+    assert np.abs(low_out - ref).max() > 1e-3 * scale  # bfloat16's 8 bits: 2**-9 a rounding
+    assert zoo.inference_model(model, dtype_policy="float32") is not model  # folds
+    assert zoo.inference_model(model, fold_batchnorm=False, dtype_policy="float32") is model
+    with pytest.raises(ValueError, match="^dtype_policy must be a Keras dtype policy.*'float31'$"):
+        zoo.inference_model(model, dtype_policy="float31")
+
+
 def test_folded_net_keeps_its_card_and_saves_as_a_keras_model(tmp_path):
     model = build("gresnet_cifar")
     model.remember(model.builder, model.builder_kwargs, {"dataset": "cifar10",

@@ -69,7 +69,7 @@ def _folds(bn, producer, rank):
     return axis % rank == channel and producer.activation is keras.activations.linear
 
 
-def inference_model(source, *, fold_batchnorm=True):
+def inference_model(source, *, fold_batchnorm=True, dtype_policy=None):
     """The model of ``source`` (anything :func:`~keras_gresnet.zoo.resolve`
     takes) for inference: every BatchNorm that :func:`foldable_batchnorms`
     finds folded into the layer before it (which gets a bias), the others
@@ -78,15 +78,23 @@ def inference_model(source, *, fold_batchnorm=True):
     builder record, as its graph is no longer the builder's. Its outputs
     equal the source's at inference up to float rounding (folded in
     float64, stored in the variables' dtype). ``fold_batchnorm=False``
-    gives the resolved model as it is."""
+    keeps every BatchNorm. ``dtype_policy`` (a Keras dtype policy or its
+    name, e.g. ``"float32"``): every layer computes in it, the weights
+    cast to its variable dtype (a ``mixed_bfloat16`` net's variables are
+    float32 already: the same numbers); default: each layer's own. With
+    nothing to fold or cast, the resolved model itself."""
     model = resolve(source, argument="source").model
-    if not fold_batchnorm:
+    policy = None if dtype_policy is None else _policy(dtype_policy)
+    recast = policy is not None and any(
+        layer.dtype_policy.name != policy.name for layer in model.layers
+        if not isinstance(layer, keras.layers.InputLayer))
+    if not fold_batchnorm and not recast:
         return model
     if not isinstance(model, keras.Model) or not hasattr(model, "_nodes_by_depth"):
-        raise ValueError(f"source must be a functional Keras model to fold its BatchNorms, "
-                         f"got {type(model).__name__}")
-    pairs = foldable_batchnorms(model)
-    if not pairs:
+        raise ValueError(f"source must be a functional Keras model to fold its BatchNorms "
+                         f"or change its dtype policy, got {type(model).__name__}")
+    pairs = foldable_batchnorms(model) if fold_batchnorm else {}
+    if not pairs and not recast:
         return model
     bn_of = {producer: bn for bn, producer in pairs.items()}  # one BN a producer
 
@@ -94,6 +102,8 @@ def inference_model(source, *, fold_batchnorm=True):
         config = layer.get_config()
         if layer.name in bn_of:
             config["use_bias"] = True
+        if recast:
+            config["dtype"] = policy.name
         return layer.__class__.from_config(config)
 
     def call(layer, *args, **kwargs):
@@ -107,9 +117,11 @@ def inference_model(source, *, fold_batchnorm=True):
             continue
         source_layer = model.get_layer(layer.name)
         if layer.name in bn_of:
-            layer.set_weights(_folded_weights(source_layer, model.get_layer(bn_of[layer.name])))
+            layer.set_weights(_folded_weights(source_layer, model.get_layer(bn_of[layer.name]),
+                                              layer.kernel.dtype))
         else:
-            layer.set_weights(source_layer.get_weights())
+            layer.set_weights([keras.ops.convert_to_numpy(keras.ops.cast(value, target.dtype))
+                               for value, target in zip(source_layer.weights, layer.weights)])
     if isinstance(model, ZooModel):
         if not isinstance(folded, ZooModel):
             folded = ZooModel(folded.inputs, folded.outputs, name=model.name)
@@ -117,9 +129,17 @@ def inference_model(source, *, fold_batchnorm=True):
     return folded
 
 
-def _folded_weights(layer, bn):
+def _policy(dtype_policy):
+    try:
+        return keras.dtype_policies.get(dtype_policy)
+    except (TypeError, ValueError):
+        raise ValueError(f"dtype_policy must be a Keras dtype policy or its name ('float32', "
+                         f"'mixed_bfloat16'...), got {dtype_policy!r}") from None
+
+
+def _folded_weights(layer, bn, dtype):
     """``[kernel', bias']`` of ``layer`` with ``bn`` folded in (float64
-    arithmetic, cast back to the variables' dtypes)."""
+    arithmetic, cast to ``dtype``, the folded layer's variable dtype)."""
     kernel = keras.ops.convert_to_numpy(layer.kernel)
     channels = kernel.shape[-1]
     bias = (keras.ops.convert_to_numpy(layer.bias).astype(np.float64) if layer.use_bias
@@ -133,5 +153,5 @@ def _folded_weights(layer, bn):
     gamma, beta = value(bn.gamma, 1.0), value(bn.beta, 0.0)
     mean, variance = value(bn.moving_mean, 0.0), value(bn.moving_variance, 1.0)
     scale = gamma / np.sqrt(variance + bn.epsilon)
-    return [(kernel.astype(np.float64) * scale).astype(kernel.dtype),
-            ((bias - mean) * scale + beta).astype(kernel.dtype)]
+    return [keras.ops.convert_to_numpy(keras.ops.cast(value, dtype)) for value in (
+        kernel.astype(np.float64) * scale, (bias - mean) * scale + beta)]

@@ -537,7 +537,9 @@ def artefact_worker(setup, quick):
                       fold_batchnorm=setup.get("fold", True))
         trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
         return dict(model=model, shape=shape, run=export.load_exported(out), compiled=False,
-                    params=[trainable, model.count_params()], macs=zoo.multiply_adds(model))
+                    params=[trainable, model.count_params()], macs=zoo.multiply_adds(model),
+                    # what it computes in: float32 for a bf16 net's ONNX or LiteRT file
+                    dtype_policy=export.read_contract(out)["dtype_policy"])
 
     def measure(req):  # run() asks it for inference only, and no peak
         entry = artefact_for(req["model"], req["precision"])
@@ -558,6 +560,7 @@ def artefact_worker(setup, quick):
             stamps.append(time.perf_counter())
         return dict(steps=step_seconds(stamps), first=first, params=entry["params"],
                     macs=entry["macs"], options=dict(format=setup["format"],
+                                                     dtype_policy=entry["dtype_policy"],
                                                      difference=f"{difference:.2g}"))
 
     return measure, dict(backend=f"{setup['format']} (from {keras.backend.backend()})",
