@@ -564,8 +564,9 @@ def cmd_export(args, extra):
                         include_preprocessing=not args.no_preprocessing,
                         fold_batchnorm=not args.no_fold)
     takes = "normalised pixels" if args.no_preprocessing else "raw 0-255 pixels"
-    print(f"exported {printable(args.model)} as {args.format} (takes {takes}): "
-          f"{printable(out)}")
+    policy = export.read_contract(out).get("dtype_policy")  # float32 for a bf16 net's ONNX
+    print(f"exported {printable(args.model)} as {args.format} (takes {takes}, computes "
+          f"under {policy}): {printable(out)}")
 
 
 def _size(size):

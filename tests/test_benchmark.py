@@ -233,17 +233,19 @@ def test_command_benchmark_runs_a_baseline_checkout_first_on_the_path(tmp_path, 
 
 
 @pytest.mark.integration
-def test_shortcut_benchmark_times_both_forms_in_turn():
+@pytest.mark.parametrize("against,ratio", [("earlier", "earlier / now"),
+                                           ("no-gate", "now / no-gate")])
+def test_shortcut_benchmark_times_both_forms_in_turn(against, ratio):
     """bench_shortcut.py trains a tiny gresnet_cifar with each form of the
-    shortcut's subsampling, alternating, and prints both medians and the
-    ratio (a smoke run: no speed is asserted)."""
+    shortcut's subsampling (or with and without its gates), alternating, and
+    prints both medians and the ratio (a smoke run: no speed is asserted)."""
     proc = subprocess.run(
         [sys.executable, str(BENCHMARKS / "bench_shortcut.py"), "--n", "1", "--steps", "4",
-         "--batch-size", "8"],
+         "--batch-size", "8", "--against", against],
         capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
         timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert re.search(r"4 pairs: now [\d.]+ ms, earlier [\d.]+ ms; earlier / now per pair: "
+    assert re.search(rf"4 pairs: now [\d.]+ ms, {against} [\d.]+ ms; {ratio} per pair: "
                      r"median [\d.]+ \(quartiles [\d.]+, [\d.]+\)", proc.stdout), proc.stdout
 
 

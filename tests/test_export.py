@@ -255,7 +255,8 @@ def test_cli_exports_a_keras_file(tmp_path):
          "--format", format, "--out", str(out), "--no-preprocessing"],
         cwd=ROOT, env=_backend_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert f"as {format} (takes normalised pixels): {out}" in done.stdout
+    assert f"as {format} (takes normalised pixels, computes under float32): {out}" \
+        in done.stdout
     # the exported runtime vs Keras: float32 sums in other orders, ~1e-6 relative per layer
     np.testing.assert_allclose(export.load_exported(out, format)(x),
                                keras.ops.convert_to_numpy(model(x, training=False)), atol=1e-4)

@@ -7,9 +7,14 @@ swapped every pair), so that a machine whose speed drifts by 2x within an
 hour (docs/benchmarks.md, 2026-12-07, Zen 5) slows both alike.
 
     python scripts/benchmarks/bench_shortcut.py [--precision mixed_bfloat16] [--steps 60]
+        [--against earlier|no-gate]
 
 Prints each net's median step in ms and the median and quartiles of the
 per-pair ratio earlier / now (above 1: the zoo's form is faster).
+``--against no-gate`` times the zoo's net against itself with every
+``ResidualGate`` a plain addition instead (``benchmark.ablated``), the
+ratio now / no-gate: what the gates cost a step, the most that folding
+``g(k)`` into the convolution before it could gain.
 """
 
 import argparse
@@ -27,6 +32,8 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=60, help="pairs of steps timed")
     parser.add_argument("--n", type=int, default=5, help="gresnet_cifar's n")
     parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--against", default="earlier", choices=["earlier", "no-gate"],
+                        help="the shortcut's earlier form (default), or no gates")
     args = parser.parse_args(argv)
 
     import keras
@@ -46,10 +53,15 @@ def main(argv=None):
     x = rng.normal(size=(args.batch_size, 32, 32, 3)).astype("float32")
     y = rng.integers(0, 10, args.batch_size)
     nets = {}
-    for name, subsample in (("now", now), ("earlier", indexed)):
+    forms = (("now", now), (args.against, indexed if args.against == "earlier" else now))
+    for name, subsample in forms:
         shortcuts._subsample_nhwc = subsample  # looked up when the step is traced
         try:
             net = zoo.gresnet_cifar(n=args.n, weights=None)
+            if name == "no-gate":
+                from benchmark import ablated  # this folder's benchmark.py
+
+                net = ablated(net, "gate")
             net.compile(keras.optimizers.SGD(0.01, momentum=0.9),
                         "sparse_categorical_crossentropy", **compile_options())
             for _ in range(3):  # trace and warm up
@@ -63,12 +75,14 @@ def main(argv=None):
             start = time.perf_counter()
             nets[name].train_on_batch(x, y)
             times[name].append(time.perf_counter() - start)
-    ratios = [b / a for a, b in zip(times["now"], times["earlier"])]
+    # above 1: the zoo's form is faster (earlier), the gates cost that much (no-gate)
+    top, bottom = ("earlier", "now") if args.against == "earlier" else ("now", "no-gate")
+    ratios = [a / b for a, b in zip(times[top], times[bottom])]
     low, _, high = statistics.quantiles(ratios, n=4)
     print(f"gresnet_cifar(n={args.n}) {args.precision}, batch {args.batch_size}, "
           f"{args.steps} pairs: " + ", ".join(
               f"{name} {statistics.median(t) * 1e3:.1f} ms" for name, t in times.items())
-          + f"; earlier / now per pair: median {statistics.median(ratios):.3f} "
+          + f"; {top} / {bottom} per pair: median {statistics.median(ratios):.3f} "
           f"(quartiles {low:.3f}, {high:.3f})")
     return 0
 

@@ -756,7 +756,8 @@ def table(setups, jobs, results, peaks=None):
     """The markdown table; ratios to the fastest PyTorch setup of the run
     (``pytorch``, ``pytorch-1thread``...) at the same model and precision;
     each figure's GFLOP/s and its fraction of the run's best matmul in the
-    same dtype (bfloat16 for ``mixed_bfloat16``)."""
+    dtype it computes in (bfloat16 for ``mixed_bfloat16``, float32 for an
+    artefact of it that computes in float32, whose precision says so)."""
     peak = best_peaks(peaks or {})
     macs = {m: e["macs"] for (_, m, _, _), e in results.items() if e.get("macs")}
 
@@ -803,9 +804,12 @@ def table(setups, jobs, results, peaks=None):
             first = results.get((s, m, p, "train"), {}).get("first")
             if not (tv or iv or ts or is_):
                 continue  # a setup that does not run this precision (an artefact)
-            rows.append(f"| {m} | {s} | {p} | {e.get('batch', '')} | {ts or '-'} | "
-                        f"{is_ or '-'} | {ratio_t} | {ratio_i} | {gflops(tv, m, p, 'train')} | "
-                        f"{gflops(iv, m, p, 'infer')} | {f'{first:.1f}' if first else ''} |")
+            # an artefact computing in another dtype (a bf16 net's ONNX file: float32)
+            runs = (e.get("options") or {}).get("dtype_policy") or p
+            label = p if runs == p else f"{p} (computes {runs})"
+            rows.append(f"| {m} | {s} | {label} | {e.get('batch', '')} | {ts or '-'} | "
+                        f"{is_ or '-'} | {ratio_t} | {ratio_i} | {gflops(tv, m, runs, 'train')} | "
+                        f"{gflops(iv, m, runs, 'infer')} | {f'{first:.1f}' if first else ''} |")
     if all(m in PUBLISHED for m, _ in seen):
         rows = []  # --models "" --pruned: the pruned table alone
     pruned = [m for m, _ in seen if m in PUBLISHED and PUBLISHED[m]]
