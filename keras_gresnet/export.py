@@ -30,8 +30,8 @@ from keras_gresnet.artefact_checks import (  # noqa: F401 (re-exported)
 )
 from keras_gresnet.artefact_runtime import RUNTIMES, load_exported  # noqa: F401 (re-exported)
 from keras_gresnet.artefacts import (  # noqa: F401 (the public names re-exported)
-    COMPUTE_DTYPES, CONTRACT_FILE, CONTRACT_TYPES, FORMATS, LITERT_METADATA, SUFFIXES, ArtefactRefused,
-    ToolchainNotInstalled, _accepted, _require, is_artefact, read_contract,
+    COMPUTE_DTYPES, CONTRACT_FILE, CONTRACT_TYPES, FORMATS, LITERT_METADATA, SUFFIXES,
+    ArtefactRefused, ToolchainNotInstalled, _accepted, _require, is_artefact, read_contract,
 )
 from keras_gresnet.files import on_sigterm_raise, pid_alive
 
@@ -135,14 +135,14 @@ def export(model, out, format="tf_saved_model", *, include_preprocessing=True,
         fold_batchnorm: fold each BatchNorm that follows a conv or dense
             layer into it (:func:`keras_gresnet.zoo.inference_model`;
             default); ``False``: the graph as trained.
+        **kwargs: passed to ``model.export`` (``input_signature``,
+            ``opset_version``, LiteRT converter options...).
 
     A model computing in a dtype the format's ops do not take
     (:data:`COMPUTE_DTYPES`: bfloat16 in ONNX, bfloat16 and float16 in
     LiteRT) is exported computing in float32 (its weights the same numbers:
     a mixed-precision net's variables are float32); the contract's
     ``dtype_policy`` says what the artefact computes in.
-        **kwargs: passed to ``model.export`` (``input_signature``,
-            ``opset_version``, LiteRT converter options...).
     """
     import keras
 

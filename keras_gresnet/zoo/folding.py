@@ -153,5 +153,5 @@ def _folded_weights(layer, bn, dtype):
     gamma, beta = value(bn.gamma, 1.0), value(bn.beta, 0.0)
     mean, variance = value(bn.moving_mean, 0.0), value(bn.moving_variance, 1.0)
     scale = gamma / np.sqrt(variance + bn.epsilon)
-    return [keras.ops.convert_to_numpy(keras.ops.cast(value, dtype)) for value in (
+    return [keras.ops.convert_to_numpy(keras.ops.cast(array, dtype)) for array in (
         kernel.astype(np.float64) * scale, (bias - mean) * scale + beta)]
