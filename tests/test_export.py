@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from helpers import randomize_bn
-from keras_gresnet import cli, data, export, zoo
+from keras_gresnet import cli, data, export, training, zoo
 from keras_gresnet.layers import gate_layers
 
 BACKEND = keras.backend.backend()
@@ -102,6 +102,19 @@ def test_artefact_computes_the_keras_model(format, net, tmp_path):
     np.testing.assert_allclose(predict(x), ref, atol=1e-4)
     # A batch of another size: the artefact's batch is not baked in.
     np.testing.assert_allclose(predict(x[:2]), ref[:2], atol=1e-4)  # as above: runtime round-off
+
+
+def _refused_here(format, export_call, tmp_path):
+    """Where this backend cannot write ``format`` (another backend's, or its
+    converter not installed): ``export_call()`` is refused in one line and
+    leaves nothing in ``tmp_path``; True then, else False."""
+    backends = CONVERTERS[format]
+    if BACKEND in backends and all(map(_installed, backends[BACKEND])):
+        return False
+    with pytest.raises(ValueError, match=f"'{format}'|pip install"):  # refused, one line
+        export_call()
+    assert not list(tmp_path.iterdir())
+    return True
 
 
 def _working_format():
@@ -294,12 +307,9 @@ def test_import_needs_no_tensorflow():
 def test_every_artefact_takes_raw_pixels_and_says_so(format, tmp_path):
     """The default artefact takes raw 0-255 pixels (the card's normalisation
     inside), run by its own runtime; ONNX and SavedModel carry the contract."""
-    backends = CONVERTERS[format]
     model, _ = gated_cifar()
-    if BACKEND not in backends or not all(map(_installed, backends[BACKEND])):
-        with pytest.raises(ValueError, match=f"'{format}'|pip install"):  # refused, one line
-            export.export(model, tmp_path / f"m{SUFFIX[format]}", format=format)
-        assert not list(tmp_path.iterdir())
+    if _refused_here(format, lambda: export.export(model, tmp_path / f"m{SUFFIX[format]}",
+                                                   format=format), tmp_path):
         return
     statistics = {"method": "meanstd", "mean": [0.5, 0.4, 0.3], "std": [0.2, 0.25, 0.3]}
     model.remember(model.builder, model.builder_kwargs,
@@ -324,11 +334,8 @@ def test_a_mixed_precision_net_exports_what_its_runtime_runs(format, dtype_polic
     net's own policy; the contract says which, and its runtime runs it."""
     model, x = gated_cifar()
     ref = keras.ops.convert_to_numpy(model(x, training=False))
-    keras.config.set_dtype_policy(dtype_policy)
-    try:
+    with training.dtype_policy_scope(dtype_policy):
         low, _ = gated_cifar()
-    finally:
-        keras.config.set_dtype_policy("float32")
     low.set_weights(model.get_weights())
     low_ref = keras.ops.convert_to_numpy(low(x, training=False)).astype(np.float32)
     scale = np.abs(ref).max()
@@ -337,11 +344,8 @@ def test_a_mixed_precision_net_exports_what_its_runtime_runs(format, dtype_polic
     # sequence, 30 outputs: off by more than the float32 check's 1e-4 below, which can tell
     assert np.abs(low_ref - ref).max() > 1e-4
     out = tmp_path / f"m{SUFFIX[format]}"
-    backends = CONVERTERS[format]
-    if BACKEND not in backends or not all(map(_installed, backends[BACKEND])):
-        with pytest.raises(ValueError, match=f"'{format}'|pip install"):  # refused, one line
-            export.export(low, out, format=format, include_preprocessing=False)
-        assert not list(tmp_path.iterdir())
+    if _refused_here(format, lambda: export.export(low, out, format=format,
+                                                   include_preprocessing=False), tmp_path):
         return
     export.export(low, out, format=format, include_preprocessing=False)
     contract = export.read_contract(out)

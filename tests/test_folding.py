@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from helpers import outputs, randomize_bn
-from keras_gresnet import export, zoo
+from keras_gresnet import export, training, zoo
 from keras_gresnet.layers import gate_layers
 from keras_gresnet.zoo.folding import foldable_batchnorms
 
@@ -113,11 +113,8 @@ def test_folded_bfloat16_net_is_as_close_to_float32_as_the_trained_one(dtype_pol
     model = build("gresnet_cifar")
     x = images(model)
     ref = outputs(model, x)
-    keras.config.set_dtype_policy(dtype_policy)
-    try:
+    with training.dtype_policy_scope(dtype_policy):
         low = build("gresnet_cifar")
-    finally:
-        keras.config.set_dtype_policy("float32")
     low.set_weights(model.get_weights())
     folded = zoo.inference_model(low)
     policies = {layer.name: layer.dtype_policy.name for layer in low.layers if layer.weights}
@@ -142,11 +139,8 @@ def test_a_mixed_bfloat16_net_recast_to_float32_computes_the_float32_function(fo
     model = build("gresnet_cifar")
     x = images(model)
     ref = outputs(model, x)
-    keras.config.set_dtype_policy("mixed_bfloat16")
-    try:
+    with training.dtype_policy_scope("mixed_bfloat16"):
         low = build("gresnet_cifar")
-    finally:
-        keras.config.set_dtype_policy("float32")
     low.set_weights(model.get_weights())
     low_out = outputs(low, x).astype(np.float32)
     recast = zoo.inference_model(low, fold_batchnorm=fold_batchnorm, dtype_policy="float32")
