@@ -5,6 +5,7 @@
                         [--recipe ...] [--epochs ... any recipe field] [--seed ...]
                         [--out ...] [--strategy ...] [--tensorboard]
                         [--input-pipeline auto|tf_data|numpy|device]
+                        [--steps-per-execution auto|N]
                         [--mixed-precision mixed_float16|mixed_bfloat16]
                         [--workers host:port,... --worker-index i]
     keras-gresnet finetune SOURCE --dataset folder --data-dir DIR --out RUN [--seed N]
@@ -102,6 +103,15 @@ def _print_table(rows, columns, text_columns=1):
     print(line.format(*("-" * w for w in widths)))
     for row in rows:
         print(line.format(*row))
+
+
+def _steps_per_execution(text):
+    """``--steps-per-execution``: ``auto`` or a whole number >= 1."""
+    if text == "auto":
+        return text
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"give auto or a whole number of steps >= 1, not {text!r}")
+    return int(text)
 
 
 def _wrapped(text, indent=""):
@@ -310,7 +320,7 @@ def cmd_train(args, extra):
     run = training.train(
         args.model, out=args.out, overwrite=args.overwrite, model_kwargs=builder_kwargs,
         workers=args.workers, worker_index=args.worker_index, tensorboard=args.tensorboard,
-        input_pipeline=args.input_pipeline,
+        input_pipeline=args.input_pipeline, steps_per_execution=args.steps_per_execution,
         verbose="auto" if sys.stdout.isatty() else 2, **options.config(), **overrides)
     r = run.results
     where = f"run folder {printable(run.out)}" if run.out else "the chief writes the run folder"
@@ -691,6 +701,12 @@ def build_parser():
                    "pixels on the device, each batch cut there), tf_data, numpy (default "
                    "auto: device on JAX with a GPU, else tf_data where TensorFlow is installed, "
                    "else numpy)")
+    p.add_argument("--steps-per-execution", default="auto", type=_steps_per_execution,
+                   help="training steps a host call runs (default auto: 16 on the device "
+                   "pipeline, compiled as one program where JAX has a GPU or TPU; 1 on the "
+                   "others); "
+                   "with the device pipeline on one JAX device, N > 1 runs N steps as one "
+                   "compiled program (float32 rounding of its own)")
     p.set_defaults(func=cmd_train, precheck=precheck_train,
                    flags=tuple(f for f in p._option_string_actions if f.startswith("--")))
 

@@ -131,9 +131,12 @@ def test_a_run_fed_by_the_device_pipeline_is_the_numpy_pipelines_run(tmp_path):
         return
     runs = {p: training.train("gresnet_cifar", out=tmp_path / p, input_pipeline=p, **arguments)
             for p in ("numpy", "device")}
-    # 4 steps an epoch, 4 a host call on the device pipeline: the same batches,
-    # the same steps, so the same history and the same weights to the bit
+    # 4 steps an epoch, 4 a host call on the device pipeline (Keras' way on a
+    # CPU): the same batches, the same steps, so the same history and the same
+    # weights to the bit
     assert steps_per_execution(4) == 4
+    assert runs["device"].config["versions"]["steps_per_execution"] == 16
+    assert runs["device"].config["versions"]["fused_steps"] is False
     assert runs["device"].history == [
         {**row, "seconds": new["seconds"]}
         for row, new in zip(runs["numpy"].history, runs["device"].history)]
@@ -143,4 +146,15 @@ def test_a_run_fed_by_the_device_pipeline_is_the_numpy_pipelines_run(tmp_path):
         config = json.loads((tmp_path / p / "config.json").read_text())
         assert config["versions"]["input_pipeline"] == p
         one_device = types.SimpleNamespace(num_replicas_in_sync=1)
-        assert runner.devices_line(config, one_device).endswith(f"input pipeline {p}")
+        assert runner.devices_line(config, one_device).endswith(
+            "input pipeline numpy" if p == "numpy" else
+            "input pipeline device, up to 16 steps a host call")
+    # asked for, the epoch's 4 steps run as one compiled program: 8 steps in all,
+    # recorded (the weights to rounding: tests/test_executions.py)
+    fused = training.train("gresnet_cifar", out=tmp_path / "fused", input_pipeline="device",
+                           steps_per_execution=4, **arguments)
+    assert int(fused.model.optimizer.iterations) == int(runs["numpy"].model.optimizer.iterations)
+    assert int(fused.model.optimizer.iterations) == 8
+    assert [row["epoch"] for row in fused.history] == [1, 2]
+    assert fused.config["versions"]["steps_per_execution"] == 4
+    assert fused.config["versions"]["fused_steps"] is True

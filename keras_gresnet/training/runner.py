@@ -10,6 +10,7 @@ the config's dtype policy; the caller's comes back afterwards.
 """
 
 import dataclasses
+import numbers
 import sys
 import time
 from pathlib import Path
@@ -20,7 +21,7 @@ from keras_gresnet import data, zoo
 from keras_gresnet._cpu import CPU_DEVICES, cpu_info, memory_available
 from keras_gresnet.files import interrupt_kept
 from keras_gresnet.layers import gate_layers
-from keras_gresnet.training import backends, runs
+from keras_gresnet.training import backends, executions, runs
 from keras_gresnet.training.cluster import resolve_cluster
 from keras_gresnet.training.loss import cross_entropy, logits_head
 from keras_gresnet.training.config import (
@@ -62,7 +63,8 @@ def steps_per_execution(steps_per_epoch, most=DEVICE_STEPS_PER_EXECUTION):
 
 
 def train(model, *, out=None, overwrite=False, verbose="auto", workers=None,
-          worker_index=None, tensorboard=False, input_pipeline="auto", **kwargs):
+          worker_index=None, tensorboard=False, input_pipeline="auto",
+          steps_per_execution="auto", **kwargs):
     """Train the zoo model ``model`` with its paper's recipe; returns a :class:`Run`.
 
     Args:
@@ -86,11 +88,23 @@ def train(model, *, out=None, overwrite=False, verbose="auto", workers=None,
             TensorFlow is installed, else numpy;
             :func:`keras_gresnet.data.choose_input_pipeline`), ``"tf_data"``,
             ``"numpy"`` or ``"device"`` (JAX: the pixels on the device, each
-            batch cut there, up to :data:`DEVICE_STEPS_PER_EXECUTION` steps
-            a host call, :func:`steps_per_execution`). Every pipeline gives
-            the same batches, so it is not part of the config (a run may
-            resume on another); the run folder's ``config.json`` records the
-            one used (``versions``).
+            batch cut there). Every pipeline gives the same batches, so it is
+            not part of the config (a run may resume on another); the run
+            folder's ``config.json`` records the one used (``versions``).
+        steps_per_execution: the training steps one host call runs, a whole
+            number or ``"auto"``. Where the device pipeline feeds one JAX
+            device, one compiled program of that many steps, each batch cut
+            inside it (:mod:`keras_gresnet.training.executions`; its float32
+            rounding is its own, so the weights are the per-step run's up to
+            rounding); elsewhere Keras' ``steps_per_execution``, the largest
+            divisor of an epoch's steps not above it
+            (:func:`steps_per_execution`: the same steps, bit for bit).
+            ``"auto"``: :data:`DEVICE_STEPS_PER_EXECUTION` with the device
+            pipeline, compiled as one where JAX has a GPU or TPU (on a CPU,
+            Keras' way, bit for bit the numpy pipeline's run: there a conv
+            net's step is long beside a host call, docs/benchmarks.md), and 1
+            with the others. Recorded in ``versions``; a resumed run may
+            change it.
         **kwargs: the run's config, as
             :func:`~keras_gresnet.training.resolve_config` takes it:
             ``model_kwargs`` (the builder's arguments: ``depth=20``...), the
@@ -114,6 +128,7 @@ def train(model, *, out=None, overwrite=False, verbose="auto", workers=None,
     if not isinstance(tensorboard, bool):
         raise ValueError(f"tensorboard must be True or False, got {tensorboard!r}")
     data.resolve_input_pipeline(input_pipeline)  # an unknown one, or one this backend lacks
+    steps_per_execution = _checked_steps_per_execution(steps_per_execution)
     if tensorboard:
         check_tensorboard()
     if out is not None and not str(out).strip():
@@ -122,18 +137,31 @@ def train(model, *, out=None, overwrite=False, verbose="auto", workers=None,
     cluster = resolve_cluster(workers, worker_index)
     config = resolve_config(model, cluster=cluster, **kwargs)
     with dtype_policy_scope(config["dtype_policy"]):
-        return _train(config, cluster, out, overwrite, verbose, tensorboard, input_pipeline)
+        return _train(config, cluster, out, overwrite, verbose, tensorboard, input_pipeline,
+                      steps_per_execution)
 
 
-def _train(config, cluster, out, overwrite, verbose, tensorboard, input_pipeline):
+def _checked_steps_per_execution(value):
+    """:func:`train`'s ``steps_per_execution``: ``"auto"`` or an int >= 1."""
+    if isinstance(value, str) and value == "auto":
+        return value
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"steps_per_execution must be 'auto' or a whole number of training "
+                         f"steps >= 1, got {value!r}")
+    return int(value)
+
+
+def _train(config, cluster, out, overwrite, verbose, tensorboard, input_pipeline,
+           steps_per_execution="auto"):
     """:func:`train` once the config is resolved (under its dtype policy)."""
     recipe = Recipe.from_config(config["recipe"])
     out = runs.run_folder(config, out)
     loop, resumed = _start(config, cluster, out, overwrite)
     pipe = _data(config, recipe, loop, input_pipeline)
     _note_schedule(config, recipe, pipe, loop.chief and verbose != 0)
+    steps, fused = _executions(config, loop.strategy, steps_per_execution)
     net = _compiled_model(config, recipe, pipe, loop.strategy,
-                          device_data=config["versions"]["input_pipeline"] == "device")
+                          host_steps=1 if fused else steps)
     _check_memory(net, config)
     backup = runs.EpochBackup(out / runs.BACKUP)
     # Outside the strategy's scope: loading makes Keras create a throw-away
@@ -167,7 +195,7 @@ def _train(config, cluster, out, overwrite, verbose, tensorboard, input_pipeline
             # The loss from the logits on every backend (keras_gresnet.training.loss).
             with logits_head(net):
                 seconds = _fit(loop, train_data, epochs, initial_epoch, pipe, config, verbose,
-                               callbacks=callbacks)
+                               callbacks=callbacks, fused_steps=steps if fused else None)
                 _check_finite(logger, config, out)
                 test = loop.evaluate(pipe.test)
             results = _results(test, net, logger.history, initial_epoch, seconds)
@@ -246,6 +274,14 @@ def _device_names(strategy):
     return None if not names else [str(n).rsplit("device:", 1)[-1] for n in names]
 
 
+def _steps_note(versions):
+    """What :func:`devices_line` says of the steps a host call runs."""
+    steps = versions.get("steps_per_execution", 1)
+    if versions.get("fused_steps"):
+        return f", {steps} steps a host call compiled as one"
+    return f", up to {steps} steps a host call" if steps > 1 else ""
+
+
 def devices_line(config, strategy):
     """One line: the strategy a run trains with, its replicas and devices,
     and its input pipeline; ``--strategy mirrored`` that found one device
@@ -256,7 +292,8 @@ def devices_line(config, strategy):
     line = (f"{config['model']} on {config['dataset']}: strategy {config['strategy']}, "
             f"{replicas} replica{'s' if replicas != 1 else ''}"
             + (f" on {', '.join(devices)}" if devices else "")
-            + (f", input pipeline {pipeline}" if pipeline else ""))
+            + (f", input pipeline {pipeline}" if pipeline else "")
+            + _steps_note(config.get("versions", {})))
     if config["strategy"] == "mirrored" and replicas == 1:
         line += (f"; --strategy mirrored found one device, so it trains one replica "
                  f"({CPU_DEVICES}=N splits the CPU into N devices to try it)")
@@ -305,14 +342,13 @@ def _note_schedule(config, recipe, pipe, show):
         print(note, file=sys.stderr, flush=True)
 
 
-def _compiled_model(config, recipe, pipe, strategy, device_data=False):
+def _compiled_model(config, recipe, pipe, strategy, host_steps=1):
     """The config's model, built and compiled under ``strategy``, its
-    optimizer built (so that a backup can be loaded into it); fed by the
-    device pipeline (``device_data``), :func:`steps_per_execution` steps a
-    host call."""
+    optimizer built (so that a backup can be loaded into it), Keras'
+    :func:`steps_per_execution` of up to ``host_steps`` steps a host call."""
     options = compile_options()
-    if device_data:
-        options["steps_per_execution"] = steps_per_execution(pipe.steps_per_epoch)
+    if host_steps > 1:
+        options["steps_per_execution"] = steps_per_execution(pipe.steps_per_epoch, host_steps)
     with strategy.scope():
         net = build_model(config, pipe.input_shape, pipe.num_classes)
         net.compile(
@@ -340,14 +376,38 @@ def _epochs(recipe, pipe, initial_epoch, backup):
     return epochs, pipe.train_epochs(initial_epoch, epochs)
 
 
-def _fit(loop, train_data, epochs, initial_epoch, pipe, config, verbose, callbacks):
-    """Train from ``initial_epoch`` to ``epochs``; returns the seconds it took
-    (none when a run that crashed after its last epoch is finished)."""
+def _executions(config, strategy, requested="auto"):
+    """``(steps, fused)``: the training steps a host call runs (``requested``,
+    :func:`train`'s ``steps_per_execution``) and whether they run as one
+    compiled program (the device pipeline on one JAX device,
+    :mod:`keras_gresnet.training.executions`); recorded in the config's
+    ``versions``."""
+    device = config["versions"].get("input_pipeline") == "device"
+    fused = device and executions.available(strategy)
+    if requested == "auto":
+        steps = DEVICE_STEPS_PER_EXECUTION if device else 1
+        fused = fused and backends.get().has_accelerator()
+    else:
+        steps = requested
+    fused = fused and steps > 1
+    config["versions"].update(steps_per_execution=steps, fused_steps=fused)
+    return steps, fused
+
+
+def _fit(loop, train_data, epochs, initial_epoch, pipe, config, verbose, callbacks,
+         fused_steps=None):
+    """Train from ``initial_epoch`` to ``epochs``, ``fused_steps`` a host call
+    as one compiled program (:func:`_executions`) or one compiled step at a
+    time; returns the seconds it took (none when a run that crashed after its
+    last epoch is finished)."""
     start = time.perf_counter()
     if initial_epoch >= epochs:
         return 0.0
+    steps = pipe.steps_per_epoch
+    if fused_steps:
+        train_data, steps = executions.fuse(loop.model, train_data, fused_steps)
     loop.fit(train_data, epochs=epochs, initial_epoch=initial_epoch,
-             steps_per_epoch=pipe.steps_per_epoch, num_examples=pipe.num_train,
+             steps_per_epoch=steps, num_examples=pipe.num_train,
              global_batch_size=config["global_batch_size"], validation_data=pipe.validation,
              callbacks=callbacks, verbose=verbose)
     return time.perf_counter() - start

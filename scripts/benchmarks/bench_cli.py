@@ -18,7 +18,9 @@ same). Also printed: each command's whole wall time and test error.
 
 A Keras setup may name its input pipeline, ``BACKEND:PIPELINE`` (``jax:device``
 against ``jax:numpy``: the same batches, data on the device or sent from the
-host); ``--layouts ""`` leaves PyTorch out. ``--baseline DIR`` adds every
+host), and the training steps a host call runs, ``BACKEND:PIPELINE:STEPS``
+(``jax:device:16``: on one JAX device, 16 steps as one compiled program,
+``--steps-per-execution``); ``--layouts ""`` leaves PyTorch out. ``--baseline DIR`` adds every
 Keras setup run again from another checkout of this package (e.g. ``git
 worktree add /tmp/old HEAD~1``; its ``keras_gresnet`` is put first on
 ``PYTHONPATH``), in the same rounds: code before and after a change, side by
@@ -40,7 +42,7 @@ TEST_EXAMPLES = 256
 
 
 def keras_run(backend, precision, data_dir, examples, epochs, out, pipeline=None,
-              source=None):
+              source=None, steps=None):
     command = [sys.executable, "-m", "keras_gresnet.cli", "train", "gresnet_cifar", "--n", "5",
                "--dataset", "cifar10", "--data-dir", str(data_dir), "--epochs", str(epochs),
                "--max-train-examples", str(examples),
@@ -49,6 +51,8 @@ def keras_run(backend, precision, data_dir, examples, epochs, out, pipeline=None
         command += ["--mixed-precision", precision]
     if pipeline:
         command += ["--input-pipeline", pipeline]
+    if steps:
+        command += ["--steps-per-execution", steps]
     env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
     if source:  # another checkout's keras_gresnet before the installed one
         env["PYTHONPATH"] = os.pathsep.join(
@@ -199,10 +203,11 @@ def main(argv=None):
             error = None
             if kind.startswith("keras"):
                 backend, _, pipeline = what.partition(":")
+                pipeline, _, steps = pipeline.partition(":")
                 out = work / f"run-{kind}-{what.replace(':', '-')}-{precision}-{round_}"
                 seconds, wall, error = keras_run(
                     backend, precision, data_dir, args.examples, args.epochs, out, pipeline,
-                    source=args.baseline if kind == "keras-baseline" else None)
+                    source=args.baseline if kind == "keras-baseline" else None, steps=steps)
             else:
                 seconds, wall = pytorch_run("channels_last" if what == "channels_last"
                                             else "nchw", precision, data_dir, args.examples,

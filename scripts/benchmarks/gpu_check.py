@@ -9,7 +9,8 @@ the training rate of the nets to train next on Fashion-MNIST (``--part
 recipes``) and of ``preact_resnet1001`` (``--part r1001``); the input
 pipelines at batch 128 and 1024 (``--part pipelines``: Keras-JAX fed by the
 host's numpy pipeline and by the device pipeline,
-:mod:`keras_gresnet.data.devicedata`, against PyTorch with its data on the
+:mod:`keras_gresnet.data.devicedata`, one compiled step a call and 16 as one
+program (:mod:`keras_gresnet.training.executions`), against PyTorch with its data on the
 GPU, float32 and bf16; the GResNet-32 epoch's projected seconds). Every
 part first measures the device's matmul peaks (bf16, TF32, float32) and
 every row gives its TFLOP/s from ``zoo.multiply_adds`` and its fraction of
@@ -58,7 +59,8 @@ def report(name, ips, flops=None, epoch_images=EPOCH_IMAGES, epochs=RECIPE_EPOCH
                recipe_h=round(epoch * epochs / 3600, 2), recipe_epochs=epochs, **extra)
     if flops:
         row["tflops"] = round(ips * flops / 1e12, 2)
-        row.update({f"of_{k}": round(ips * flops / 1e12 / v, 4) for k, v in PEAKS.items()})
+        row.update({f"of_{k}": round(ips * flops / 1e12 / v, 4) for k, v in PEAKS.items()
+                    if v > 0})  # a peak that rounds to 0 (bf16 on an AVX2 CPU)
     RESULTS.append(row)
     shown = {k: v for k, v in row.items() if k not in ("name", "images_per_s", "epoch_s", "recipe_h")}
     print(f"{name:>52s}: {ips:10,.0f} img/s | epoch {epoch:8.1f} s | "
@@ -89,7 +91,7 @@ def dataset(images, labels, batch, feed="numpy"):
     """The TF-free pipeline, augmented (GR's crop and flip), pixels / 255:
     the host's numpy pipeline, or (``feed="device"``) its batches made on
     the device from the pixels put there once."""
-    if feed == "device":
+    if feed in ("device", "fused"):
         from keras_gresnet.data.devicedata import make_dataset
 
         return make_dataset(images, labels, batch_size=batch, preprocessing=None,
@@ -140,26 +142,39 @@ def keras_fit(label, build, precision, batch, steps, warm=3, shape=(32, 32, 3), 
               **projection):
     model = build_with(build, precision)
     options = compile_options()
-    if feed == "device":  # what keras-gresnet train compiles with on the device pipeline
+    if feed == "device":  # Keras' steps_per_execution on the device pipeline
         from keras_gresnet.training.runner import steps_per_execution
 
         options["steps_per_execution"] = steps_per_execution(steps)
         warm = max(warm, options["steps_per_execution"])
         projection["steps_per_execution"] = options["steps_per_execution"]
+    if feed == "fused":  # what keras-gresnet train runs on a JAX GPU: 16 steps as one program
+        from keras_gresnet.training import executions
+
+        warm = max(warm, executions.STEPS)
+        projection["steps_compiled_as_one"] = executions.STEPS
     model.compile(optimizer=keras.optimizers.SGD(0.1, momentum=0.9),
                   loss="sparse_categorical_crossentropy", metrics=["accuracy"], **options)
     images, labels = synthetic(batch * max(steps, warm), shape=shape)
+
+    def fit(data):
+        if feed != "fused":
+            return model.fit(data, epochs=1, verbose=0)
+        data, per_epoch = executions.fuse(model, data)  # the warm-up's program, kept
+        return model.fit(data, epochs=1, steps_per_epoch=per_epoch, verbose=0)
+
     t0 = time.perf_counter()
-    model.fit(dataset(images[:batch * warm], labels[:batch * warm], batch, feed), epochs=1,
-              verbose=0)
+    fit(dataset(images[:batch * warm], labels[:batch * warm], batch, feed))
     compile_s = time.perf_counter() - t0
     ds = dataset(images, labels, batch, feed)
     t0 = time.perf_counter()
-    history = model.fit(ds, epochs=1, verbose=0)
+    history = fit(ds)
     seconds = time.perf_counter() - t0
     loss = history.history["loss"][-1]
     # training: forward + backward (input and weight gradients) = 3 forwards
-    report(f"{label} keras-jax {precision}" + (" (device pipeline)" if feed == "device" else ""),
+    report(f"{label} keras-jax {precision}" + {"device": " (device pipeline)",
+                                                "fused": " (device pipeline, fused steps)"}.get(
+                                                    feed, ""),
            batch * len(ds) / seconds,
            flops=6 * zoo.multiply_adds(model), batch=batch, steps=len(ds),
            compile_s=round(compile_s, 1), loss=round(float(loss), 3),
@@ -359,7 +374,7 @@ def pipelines_part(args):
     for batch in ((8, 16) if args.tiny else (128, 1024)):
         steps = args.steps or (4 if args.tiny else (160 if batch == 128 else 48))
         for precision in ("float32", "mixed_bfloat16"):
-            for feed in ("numpy", "device"):
+            for feed in ("numpy", "device", "fused"):
                 keras_fit(f"gresnet_cifar(n={n}) batch {batch}",
                           lambda: zoo.gresnet_cifar(n=n, **shape), precision, batch, steps,
                           feed=feed)
