@@ -27,10 +27,10 @@ log=${OUT:+$OUT/gpu_check.log}
 log=${log:-/dev/null}
 rc=0
 # PARTS picks the parts (default: all but pipelines); issue 54's lease runs
-# PARTS="pipelines infer" (pipelines 300 s + infer 90 s: under 8 minutes).
+# PARTS="pipelines infer" (pipelines 360 s, three feeds, + infer 90 s: under 8 minutes).
 declare -A TIMEOUTS=([cifar]=${CIFAR_TIMEOUT:-170} [infer]=${INFER_TIMEOUT:-90}
   [recipes]=${RECIPES_TIMEOUT:-180} [r1001]=${R1001_TIMEOUT:-100}
-  [pipelines]=${PIPELINES_TIMEOUT:-300})
+  [pipelines]=${PIPELINES_TIMEOUT:-360})
 for part in ${PARTS:-cifar infer recipes r1001}; do
   [ -n "${TIMEOUTS[$part]:-}" ] || { echo "PARTS: unknown part $part (${!TIMEOUTS[*]})"; exit 2; }
   timeout "${TIMEOUTS[$part]}" $PY scripts/benchmarks/gpu_check.py --part "$part" "$@" 2>&1 \
