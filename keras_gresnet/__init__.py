@@ -7,9 +7,18 @@ so ``import keras_gresnet`` and the command line start without TensorFlow.
 import importlib
 import importlib.abc
 import importlib.util
+import os
 import sys
 
 from keras_gresnet._version import __version__
+
+# TensorFlow turns its oneDNN kernels on by itself only on CPUs with AVX-512;
+# without them (an AVX2-only CPU) its CPU Conv2D refuses channels_first ("only
+# supports the NHWC tensor format"). It reads this once, when it is imported:
+# a user's own setting is kept, and so is the choice of a TensorFlow imported
+# before this package.
+if "tensorflow" not in sys.modules:
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 _SUBMODULES = (
     "analysis", "cli", "convert", "data", "export", "files", "finetune", "layers", "optimizers",

@@ -14,6 +14,7 @@ if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                                    + " --xla_cpu_multi_thread_eigen=false").strip()
 
+import keras_gresnet  # noqa: E402,F401  (before TensorFlow: its oneDNN setting, as a user's import)
 import json  # noqa: E402
 from types import SimpleNamespace  # noqa: E402
 

@@ -62,6 +62,7 @@ def test_each_backend_is_one_module_with_the_whole_protocol():
         assert set(module.STRATEGIES) <= set(backends.STRATEGIES)
         assert set(module.EXPORTS) <= set(export.FORMATS)
         assert isinstance(module.SYNCHRONIZED_LAYERS, bool)
+        assert module.FUSED_STEPS is (name == "jax")
         loops |= {v for v in vars(module).values()
                   if isinstance(v, type) and issubclass(v, loop.TrainingLoop)}
     if importlib.util.find_spec("tensorflow") is not None:  # its module imports TensorFlow

@@ -1,6 +1,8 @@
 """keras_gresnet._cpu: the CPU a run folder records, and whether it has
 bfloat16 units, read from /proc/cpuinfo's text."""
 
+import os
+
 from keras_gresnet._cpu import cpu_info
 
 AMD = """processor\t: 0
@@ -58,3 +60,19 @@ def test_precision_note_says_when_a_mixed_policy_is_slower_here():
     assert "float16 arithmetic" in training.precision_note("mixed_float16", amx)
     unknown = dict(avx2, bf16=None)  # flags unreadable: say nothing
     assert training.precision_note("mixed_bfloat16", unknown) is None
+
+
+def test_importing_the_package_turns_tensorflows_onednn_on_unless_told_otherwise():
+    # TensorFlow enables oneDNN by itself on AVX-512 CPUs only; on an AVX2 CPU
+    # without it a channels_first Conv2D is refused (tests/test_channels_first.py)
+    import subprocess
+    import sys
+
+    code = "import os, keras_gresnet; print(os.environ.get('TF_ENABLE_ONEDNN_OPTS'))"
+    for given, expected in ((None, "1"), ("0", "0"), ("1", "1")):
+        env = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
+        if given is not None:
+            env["TF_ENABLE_ONEDNN_OPTS"] = given
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0 and out.stdout.split() == [expected], (given, out)

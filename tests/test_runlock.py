@@ -373,7 +373,15 @@ def test_two_trainers_on_one_folder_the_second_is_refused(tmp_path):
     first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
     deadline = time.monotonic() + 300
-    while not (out / "run.lock").exists():
+    # the lock written whole (its pid in it): paused while writing, the first
+    # would be refused as "writing its lock now", another true answer
+    def written():
+        try:
+            return json.loads((out / "run.lock").read_text()).get("pid") == first.pid
+        except (FileNotFoundError, ValueError):
+            return False
+
+    while not written():
         assert first.poll() is None, first.communicate()
         assert time.monotonic() < deadline
         time.sleep(0.01)

@@ -39,7 +39,9 @@ def available(strategy):
     """Whether a run under ``strategy`` can fuse its steps: JAX on one
     device, no Keras distribution (a distributed step's sharding is Keras'
     to lay out; it keeps Keras' own ``steps_per_execution``)."""
-    return (keras.backend.backend() == "jax" and getattr(strategy, "distribution", None) is None
+    from keras_gresnet.training import backends
+
+    return (backends.get().FUSED_STEPS and getattr(strategy, "distribution", None) is None
             and keras.distribution.distribution() is None)
 
 
@@ -103,7 +105,7 @@ def _execution(model, state, arrays, groups, *, padding, pad_mode, flatten):
     # XLA's CPU backend ran the conv nets' step inside a loop's body at a
     # seventeenth of its speed outside (docs/benchmarks.md): there the steps
     # are laid out one after another in the program (compiling takes longer)
-    unroll = True if jax.default_backend() == "cpu" else 1
+    unroll = {"cpu": True}.get(jax.default_backend(), 1)  # JAX's platform, not Keras' backend
     logs = None
     for group in groups:
         state, stacked = jax.lax.scan(step, state, group, unroll=unroll)

@@ -46,11 +46,15 @@ class Backend(typing.Protocol):
         SYNCHRONIZED_LAYERS: whether ``sync_batchnorm`` is Keras'
             ``BatchNormalization(synchronized=True)`` here (else the
             strategy itself decides the statistics' scope).
+        FUSED_STEPS: whether the device pipeline's training steps can run
+            as one compiled program here
+            (:mod:`keras_gresnet.training.executions`).
     """
 
     STRATEGIES: tuple
     EXPORTS: dict
     SYNCHRONIZED_LAYERS: bool
+    FUSED_STEPS: bool
 
     def resolve_strategy(self, name):
         """The name ``name`` (one this backend has; ``"auto"`` without a

@@ -49,6 +49,7 @@ EXPORTS = {
     "onnx": (("jax2onnx", "jax2onnx"),),
 }
 SYNCHRONIZED_LAYERS = False  # the strategy decides: global under DataParallel
+FUSED_STEPS = True  # keras_gresnet.training.executions: the device pipeline's steps as one program
 _CLUSTER = []  # the Cluster this process joined (one at most)
 
 class DataParallel:

@@ -32,6 +32,7 @@ EXPORTS = {
     "litert": (),
 }
 SYNCHRONIZED_LAYERS = True  # sync_batchnorm is Keras' BatchNormalization(synchronized=True)
+FUSED_STEPS = False  # no device pipeline here
 _MIRRORED = {}  # devices -> the process's MirroredStrategy over them
 _MULTI_WORKER = {}  # TF_CONFIG -> the process's MultiWorkerMirroredStrategy (one at most)
 

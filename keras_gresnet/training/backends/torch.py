@@ -12,6 +12,7 @@ EXPORTS = {
     "litert": (("litert_torch", "litert-torch"),),
 }
 SYNCHRONIZED_LAYERS = False
+FUSED_STEPS = False  # no device pipeline here
 
 
 def resolve_strategy(name):
