@@ -57,7 +57,7 @@ BACKEND_TESTS = tests/test_layers.py tests/test_zoo.py tests/test_weights.py \
 	tests/test_card_inside.py tests/test_bounds.py tests/test_doors.py tests/test_records.py \
 	tests/test_resolve_once.py tests/test_residual_unit.py tests/test_finetune_run.py \
 	tests/test_channels.py tests/test_kerashub.py tests/test_artefact_sources.py \
-	tests/test_folding.py tests/test_device_pipeline.py
+	tests/test_folding.py tests/test_device_pipeline.py tests/test_executions.py
 BACKEND_MARKS = not slow and not tensorflow_only
 # JAX and PyTorch for the tests (the TensorFlow suite runs JAX checks in
 # subprocesses too); neither is a dependency of the package.
