@@ -29,7 +29,7 @@ import keras
 import numpy as np
 
 from keras_gresnet._checks import check_int
-from keras_gresnet.data.devicedata import DeviceArrayDataset
+from keras_gresnet.data.devicedata import DeviceArrayDataset, device_batch
 
 # The most training steps one host call runs.
 STEPS = 16
@@ -90,8 +90,6 @@ def _execution(model, state, arrays, groups, *, padding, pad_mode, flatten):
     (:class:`Executions`' item), each cut from ``arrays`` on the device;
     returns the last step's logs and the state, as Keras' step does."""
     import jax
-
-    from keras_gresnet.data.devicedata import device_batch
 
     images, labels, table, scale, offset = arrays
 
